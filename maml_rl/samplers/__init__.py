@@ -1,0 +1,21 @@
+"""Multi-task samplers.
+
+Imported lazily so that a ChildEnv worker, which imports
+``maml_rl.samplers.child_env``, never pulls in torch.
+"""
+
+from typing import Any
+
+__all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MultiTaskSampler":
+        from .multi_task_sampler import MultiTaskSampler
+
+        return MultiTaskSampler
+    if name in __all__:
+        from . import errors
+
+        return getattr(errors, name)
+    raise AttributeError(f"module 'maml_rl.samplers' has no attribute {name!r}")

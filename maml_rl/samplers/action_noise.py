@@ -1,0 +1,50 @@
+"""Actions from a policy's distribution and noise drawn before the rollout.
+
+Drawing all the noise of a call up front, indexed by (time step, slot), makes
+every action a function of the seed, the call, the step and the slot only:
+not of how many workers there are, which of them answered first, or which
+device the policy runs on.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch.distributions import Categorical, Distribution, Independent, Normal
+
+
+def draw_noise(horizon: int, num_slots: int, action_shape: Sequence[int], discrete: bool, generator: torch.Generator) -> torch.Tensor:
+    """Standard normal noise ``[T, S, *act]`` for continuous actions, or
+    uniform noise ``[T, S]`` in [0, 1) for discrete ones."""
+    if discrete:
+        return torch.rand((horizon, num_slots), generator=generator)
+    return torch.randn((horizon, num_slots, *action_shape), generator=generator)
+
+
+def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback_seed: int) -> torch.Tensor:
+    """Sample ``distribution`` (batch shape ``[N]`` or ``[K, B]``) with ``noise``.
+
+    Normal policies use ``mean + std * noise``; categorical ones invert the
+    CDF at the uniform noise. The result is on the CPU, flattened to
+    ``[N, *event_shape]``. Other distributions fall back to ``sample()``
+    under the torch RNG seeded with ``fallback_seed``, which is reproducible
+    in the lockstep mode only.
+    """
+    base = distribution.base_dist if isinstance(distribution, Independent) else distribution
+    if isinstance(base, Normal):
+        loc, scale = base.loc.detach().cpu(), base.scale.detach().cpu()
+        event = loc.shape[-1:] if isinstance(distribution, Independent) else ()
+        actions = loc + scale * noise.reshape(loc.shape)
+        return actions.reshape(-1, *event)
+    if isinstance(base, Categorical):
+        probs = base.probs.detach().cpu()
+        num_categories = probs.shape[-1]
+        probs = probs.reshape(-1, num_categories)
+        cdf = probs.cumsum(-1)
+        actions = (noise.reshape(-1, 1) >= cdf).sum(-1)
+        return actions.clamp_(max=num_categories - 1)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(fallback_seed)
+        actions = distribution.sample().detach().cpu()
+    return actions.reshape(-1, *distribution.event_shape)

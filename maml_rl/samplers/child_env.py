@@ -1,0 +1,185 @@
+"""The ChildEnv worker: steps a contiguous range of env slots serially.
+
+This module runs inside worker processes. It imports neither torch nor the
+rest of the sampler, so a spawned worker starts quickly and a forked one
+holds no torch state.
+
+Protocol. The main process writes a command code into ``command[w]`` (plus,
+for the rare commands, a pickled payload into the worker's pipe) and
+releases the worker's ``wake`` semaphore. The worker carries the command
+out, writes ``status[w]``, sets ``ready[w]`` and releases the ``ready``
+semaphore shared by all workers. A step costs one wake-up each way and no
+pickling: actions, observations and rewards live in shared buffers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import traceback
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+
+# Command codes written into ``command[w]``.
+STEP = 1
+RESET_TASK = 2
+RESET = 3
+CLOSE = 4
+
+# Status codes written into ``status[w]``.
+OK = 0
+FAILED = 1
+
+# How often an idle worker checks that the main process is still alive.
+PARENT_CHECK_INTERVAL = 1.0
+
+
+class ChildEnv:
+    """The envs of one worker and the stepping of the slots assigned to them.
+
+    Used inside a worker process, and directly by the in-process mode
+    (``num_workers=0``), so both run exactly the same code.
+
+    :param env_fn: callable returning a meta-learning gymnasium env.
+    :param num_envs: how many envs to build (the most slots this worker is
+        ever given in one call).
+    :param buffers: numpy views of the trajectory buffers.
+    :param index: the worker's index into the per-worker arrays.
+    """
+
+    def __init__(self, env_fn: Callable[[], Any], num_envs: int, buffers, index: int):
+        self.buffers = buffers
+        self.index = index
+        self.envs: List[Any] = [env_fn() for _ in range(num_envs)]
+        self.first_slot = 0
+        self.tasks: List[Any] = []
+        self.active: List[int] = []
+        # Where the worker is, so an error can name the slot and task.
+        self.current_slot: Optional[int] = None
+        self.current_operation = "start-up"
+
+    def reset_task(self, first_slot: int, tasks: Sequence[Any]) -> None:
+        """Give this worker slots ``first_slot .. first_slot + len(tasks)``
+        and set each slot's env to its task."""
+        if len(tasks) > len(self.envs):
+            raise ValueError(f"{len(tasks)} slots assigned to a worker with {len(self.envs)} envs")
+        self.first_slot = first_slot
+        self.tasks = list(tasks)
+        self.current_operation = "reset_task"
+        for i, task in enumerate(self.tasks):
+            self.current_slot = first_slot + i
+            self.envs[i].unwrapped.reset_task(task)
+        self.current_slot = None
+        self.active = []
+        self.buffers.active[self.index] = 0
+
+    def reset(self, seeds: Sequence[int]) -> None:
+        """Reset every assigned slot with its seed and write the first observations."""
+        observations = self.buffers.observations[0]
+        self.current_operation = "reset"
+        for i, seed in enumerate(seeds):
+            slot = self.first_slot + i
+            self.current_slot = slot
+            observation, _ = self.envs[i].reset(seed=int(seed))
+            observations[slot] = observation
+        self.current_slot = None
+        self.active = list(range(self.first_slot, self.first_slot + len(seeds)))
+        self.buffers.active[self.index] = len(self.active)
+
+    def step(self, t: int) -> None:
+        """Step every slot whose episode is still running, with ``actions[t]``."""
+        b = self.buffers
+        actions, rewards, next_observations = b.actions[t], b.rewards[t], b.observations[t + 1]
+        last_step = t + 1 == b.actions.shape[0]
+        envs, first_slot = self.envs, self.first_slot
+        self.current_operation = "step"
+        running = []
+        for slot in self.active:
+            self.current_slot = slot
+            observation, reward, terminated, truncated, _ = envs[slot - first_slot].step(actions[slot])
+            rewards[slot] = reward
+            if terminated or truncated or last_step:
+                b.final_observations[slot] = observation
+                b.lengths[slot] = t + 1
+                b.terminated[slot] = bool(terminated)
+            else:
+                next_observations[slot] = observation
+                running.append(slot)
+        self.current_slot = None
+        self.active = running
+        b.active[self.index] = len(running)
+
+    def describe_failure(self) -> str:
+        """Where the last exception happened: operation, slot and task."""
+        where = f"during {self.current_operation}"
+        if self.current_slot is not None:
+            i = self.current_slot - self.first_slot
+            task = self.tasks[i] if 0 <= i < len(self.tasks) else None
+            where += f" in env slot {self.current_slot} (task {task!r})"
+        return where
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        self.envs = []
+
+
+def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, ready, conn) -> None:
+    """Entry point of a ChildEnv process: build the envs, then serve commands.
+
+    The main process owns the lifetime: a worker exits on ``CLOSE``, and on
+    its own when the main process has died (its parent changed).
+    """
+    # Ctrl-C reaches the whole process group; the main process shuts the
+    # workers down, so they must not die half-way through a step.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    views = buffers.views()
+    child = None
+    try:
+        import cloudpickle
+
+        env_fn = cloudpickle.loads(env_fn_bytes)
+        child = ChildEnv(env_fn, num_envs, views, index)
+    except BaseException:
+        conn.send(("error", f"while building the envs:\n{traceback.format_exc()}"))
+        return
+    conn.send(("ready", None))
+    try:
+        _serve(child, views, index, wake, ready, conn, parent)
+    finally:
+        child.close()
+
+
+def _serve(child: ChildEnv, views, index: int, wake, ready, conn, parent: int) -> None:
+    while True:
+        if not wake.acquire(timeout=PARENT_CHECK_INTERVAL):
+            if os.getppid() != parent:
+                return
+            continue
+        command = int(views.command[index])
+        if command == CLOSE:
+            return
+        try:
+            if command == STEP:
+                child.step(int(views.step_index[index]))
+            elif command == RESET_TASK:
+                child.reset_task(*conn.recv())
+            elif command == RESET:
+                child.reset(conn.recv())
+            else:
+                raise ValueError(f"unknown command {command}")
+        except Exception:
+            conn.send(("error", f"{child.describe_failure()}:\n{traceback.format_exc()}"))
+            views.status[index] = FAILED
+        else:
+            views.status[index] = OK
+        views.ready[index] = 1
+        ready.release()
+
+
+def assign_slots(num_slots: int, num_workers: int) -> List[range]:
+    """Split ``num_slots`` into ``num_workers`` contiguous ranges of near-equal size."""
+    bounds = np.linspace(0, num_slots, max(1, num_workers) + 1).round().astype(int)
+    return [range(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]

@@ -1,0 +1,20 @@
+"""Exceptions raised by the sampler."""
+
+
+class SamplerError(RuntimeError):
+    """Base class of the errors the sampler raises about its workers."""
+
+
+class WorkerError(SamplerError):
+    """An environment raised inside a ChildEnv worker.
+
+    The message carries the worker's traceback, the slot and the task.
+    """
+
+
+class WorkerDiedError(SamplerError):
+    """A ChildEnv worker process exited without being asked to."""
+
+
+class SamplerClosedError(SamplerError):
+    """The sampler was used after ``close()`` or after a worker failure."""

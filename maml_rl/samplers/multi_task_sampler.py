@@ -1,0 +1,470 @@
+"""MultiTaskSampler: tasks in, per-task batches of episodes out."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections import OrderedDict
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+import torch
+
+from maml_rl.episodes import BatchEpisodes
+from maml_rl.losses import reinforce_loss
+
+from .action_noise import actions_from_noise, draw_noise
+from .errors import SamplerClosedError
+from .vector_env import ChildEnvPool, InProcessPool
+
+Params = Dict[str, torch.Tensor]
+ParamsArg = Union[None, Params, Sequence[Params]]
+START_METHODS = ("fork", "forkserver", "spawn")
+
+
+class MultiTaskSampler:
+    """Samples batches of episodes for many tasks at once, in parallel.
+
+    For K tasks and ``batch_size`` episodes each, a call uses ``K * batch_size``
+    env slots; slot ``j`` runs one episode of task ``j // batch_size``. The
+    slots are split into contiguous ranges, one per ChildEnv worker process,
+    which steps its envs serially and exchanges actions, observations and
+    rewards with this process through shared memory, one wake-up per worker
+    per step. The policy runs here, batched over every slot, with each task's
+    own parameters after adaptation.
+
+    Everything is reproducible from ``seed``: env seeds and action noise
+    derive from the seed, the number of rollouts so far and the slot, so the
+    same seed gives bit-identical episodes whatever ``num_workers``, the start
+    method or ``partial``.
+
+    :param env_name: a registered gymnasium id (``import maml_rl.envs``
+        registers this package's), used with ``env_kwargs`` unless ``env_fn``
+        is given.
+    :param env_kwargs: keyword arguments for ``gymnasium.make``.
+    :param batch_size: episodes per task per rollout.
+    :param policy: a ``torch.nn.Module`` mapping observations (and an optional
+        ``params=`` dict) to a ``torch.distributions.Distribution``.
+    :param baseline: a baseline with ``fit(episodes)`` and
+        ``forward(episodes)`` (e.g. ``LinearFeatureBaseline``), used to
+        compute advantages; ``None`` skips them.
+    :param env_fn: any picklable callable returning a meta-learning env
+        (with ``sample_tasks`` and ``reset_task``): a class, a function, a
+        lambda or a ``functools.partial``; replaces ``env_name``/``env_kwargs``.
+    :param seed: seed of everything random in sampling; ``None`` draws one
+        (readable as ``sampler.seed``).
+    :param num_workers: ChildEnv processes; ``0`` steps the envs in this
+        process. Default: the number of CPUs.
+    :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; default
+        forkserver where available, else spawn.
+    :param partial: if true, step each worker again as soon as it is ready
+        instead of waiting for all of them at every step (see the README for
+        when this pays).
+    :param max_episode_steps: rollout horizon; default the env's
+        ``spec.max_episode_steps``.
+
+    Example::
+
+        import maml_rl.envs
+        from maml_rl.baseline import LinearFeatureBaseline
+        from maml_rl.policies import NormalMLPPolicy
+        from maml_rl.samplers import MultiTaskSampler
+
+        if __name__ == "__main__":
+            policy = NormalMLPPolicy(2, 2, hidden_sizes=(64, 64))
+            with MultiTaskSampler("2DNavigation-v0", {}, 20, policy,
+                                  LinearFeatureBaseline(2), seed=1) as sampler:
+                tasks = sampler.sample_tasks(8)
+                train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+    """
+
+    def __init__(
+        self,
+        env_name: Optional[str] = None,
+        env_kwargs: Optional[dict] = None,
+        batch_size: int = 20,
+        policy: Optional[torch.nn.Module] = None,
+        baseline: Any = None,
+        *,
+        env_fn: Optional[Callable[[], gym.Env]] = None,
+        seed: Optional[int] = None,
+        num_workers: Optional[int] = None,
+        start_method: Optional[str] = None,
+        partial: bool = False,
+        max_episode_steps: Optional[int] = None,
+    ):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if policy is None or not callable(policy):
+            raise TypeError("policy must be a torch.nn.Module returning a Distribution, got {policy!r}")
+        self.batch_size = batch_size
+        self.policy = policy
+        self.baseline = baseline
+        self.partial = bool(partial)
+        self.num_workers = _check_num_workers(num_workers)
+        self.start_method = _check_start_method(start_method)
+        self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
+
+        self.env_fn = _resolve_env_fn(env_name, env_kwargs, env_fn)
+        self._env_fn_bytes = _pickle_env_fn(self.env_fn)
+        # One env in this process: the task distribution, the spaces, the horizon.
+        self.env = self.env_fn()
+        _check_meta_env(self.env)
+        self.env.reset(seed=self.seed)
+        self.observation_space = self.env.observation_space
+        self.action_space = self.env.action_space
+        self.horizon = _resolve_horizon(self.env, max_episode_steps)
+        self._buffer_spec = _buffer_spec(self.observation_space, self.action_space, self.horizon)
+
+        self._pool: Union[None, ChildEnvPool, InProcessPool] = None
+        self._num_rollouts = 0
+        self.closed = False
+
+    # -- public API ---------------------------------------------------------
+
+    def sample_tasks(self, num_tasks: int) -> List[Any]:
+        """Draw ``num_tasks`` tasks from the env's task distribution (seeded)."""
+        return list(self.env.unwrapped.sample_tasks(num_tasks))
+
+    def sample(
+        self,
+        tasks: Sequence[Any],
+        num_steps: int = 1,
+        fast_lr: float = 0.5,
+        gamma: float = 0.95,
+        gae_lambda: float = 1.0,
+        device: Union[str, torch.device] = "cpu",
+    ) -> Tuple[List[List[BatchEpisodes]], List[BatchEpisodes]]:
+        """Roll out, adapt, and roll out again with the adapted parameters.
+
+        :returns: ``(train_episodes, valid_episodes)``: ``train_episodes[step][task]``
+            are the episodes gathered before inner step ``step`` and
+            ``valid_episodes[task]`` those gathered after the last step. With
+            ``num_steps=0`` there is no adaptation: ``train_episodes`` is empty
+            and ``valid_episodes`` uses the current policy.
+        """
+        if num_steps > 0 and not hasattr(self.policy, "update_params"):
+            raise TypeError(
+                f"{type(self.policy).__name__} has no update_params(loss, params, step_size, first_order): "
+                "sample() adapts with it. Use rollout() and your own inner loop instead."
+            )
+        params: List[Optional[Params]] = [None] * len(tasks)
+        train_episodes = []
+        for _ in range(num_steps):
+            episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device)
+            train_episodes.append(episodes)
+            params = [self._adapt(batch, p, fast_lr) for batch, p in zip(episodes, params)]
+        valid_episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device)
+        return train_episodes, valid_episodes
+
+    def rollout(
+        self,
+        tasks: Sequence[Any],
+        params: ParamsArg = None,
+        *,
+        gamma: float = 0.95,
+        gae_lambda: float = 1.0,
+        device: Union[str, torch.device] = "cpu",
+    ) -> List[BatchEpisodes]:
+        """Roll out ``batch_size`` episodes of each task under given parameters.
+
+        The lower-level call for code with its own inner loop.
+
+        :param tasks: tasks from ``sample_tasks`` (or any the env accepts).
+        :param params: ``None`` for the policy's own parameters, one dict of
+            parameters for every task, or a list with one dict (or ``None``)
+            per task.
+        :returns: one ``BatchEpisodes`` per task, in the order of ``tasks``,
+            with advantages computed when a baseline was given.
+        """
+        if self.closed:
+            raise SamplerClosedError("the sampler is closed; create a new one")
+        tasks = list(tasks)
+        if not tasks:
+            raise ValueError("rollout() needs at least one task")
+        per_task = _per_task_params(params, len(tasks))
+        num_slots = len(tasks) * self.batch_size
+        call = self._num_rollouts
+        self._num_rollouts += 1
+        seeds = np.random.SeedSequence([self.seed, call]).generate_state(num_slots)
+        generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, call, 1]).generate_state(1)[0]))
+        discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        noise = draw_noise(self.horizon, num_slots, self._buffer_spec["action_shape"], discrete, generator)
+        act = _ActionFunction(self.policy, per_task, self.batch_size, device, noise, self.seed, call)
+        threads = torch.get_num_threads()
+        # The workers keep the other cores busy; torch's intra-op threads would
+        # then wait on each other far longer than the per-step matmuls take.
+        torch.set_num_threads(1)
+        try:
+            pool = self._pool_for(num_slots)
+            pool.reset_task([tasks[j // self.batch_size] for j in range(num_slots)])
+            pool.reset(seeds)
+            if self.partial:
+                _run_partial(pool, act, num_slots)
+            else:
+                _run_lockstep(pool, act, num_slots)
+            episodes = self._assemble(pool.views, tasks, gamma, device)
+        except BaseException:
+            # A pool interrupted mid-step cannot be trusted; the next call starts a new one.
+            self._close_pool()
+            raise
+        finally:
+            torch.set_num_threads(threads)
+        if self.baseline is not None:
+            for batch in episodes:
+                self.baseline.fit(batch)
+                batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True)
+        return episodes
+
+    def close(self) -> None:
+        """End the worker processes and release the shared memory; idempotent."""
+        if not self.closed:
+            self.closed = True
+            self._close_pool()
+            self.env.close()
+
+    def __enter__(self) -> "MultiTaskSampler":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"MultiTaskSampler(env_fn={self.env_fn!r}, batch_size={self.batch_size}, "
+            f"num_workers={self.num_workers}, start_method={self.start_method!r}, "
+            f"partial={self.partial}, seed={self.seed})"
+        )
+
+    # -- internals ----------------------------------------------------------
+
+    def _adapt(self, episodes: BatchEpisodes, params: Optional[Params], fast_lr: float) -> Params:
+        loss = reinforce_loss(self.policy, episodes, params=params)
+        new = self.policy.update_params(loss, params=params, step_size=fast_lr, first_order=True)
+        return OrderedDict((name, value.detach()) for name, value in new.items())
+
+    def _pool_for(self, num_slots: int):
+        if self._pool is not None and self._pool.capacity < num_slots:
+            self._close_pool()
+        if self._pool is None:
+            if self.num_workers == 0:
+                self._pool = InProcessPool(self.env_fn, num_slots, self._buffer_spec)
+            else:
+                workers = min(self.num_workers, num_slots)
+                self._pool = ChildEnvPool(self._env_fn_bytes, workers, num_slots, self._buffer_spec, self.start_method)
+        self._pool.assign(num_slots)
+        return self._pool
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
+
+    def _assemble(self, views, tasks, gamma, device) -> List[BatchEpisodes]:
+        """One masked copy of the used part of the buffers, laid out task-major
+        so that each task's ``[T, B, ...]`` tensors are contiguous."""
+        K, B = len(tasks), self.batch_size
+        lengths = torch.from_numpy(views.lengths[:K * B].copy())
+        horizon = int(lengths.max())
+        invalid = (torch.arange(horizon).unsqueeze(1) >= lengths.unsqueeze(0)).view(horizon, K, B).transpose(0, 1)
+
+        def per_task(array: np.ndarray) -> torch.Tensor:
+            tensor = torch.from_numpy(array[:horizon, :K * B])
+            rest = tensor.shape[2:]
+            tensor = tensor.reshape(horizon, K, B, *rest).transpose(0, 1).contiguous()
+            # Rows past an episode's end hold stale values from earlier calls.
+            return tensor.masked_fill_(invalid.reshape(K, horizon, B, *([1] * len(rest))), 0)
+
+        observations, actions, rewards = (per_task(a) for a in (views.observations, views.actions, views.rewards))
+        lengths = lengths.view(K, B)
+        return [
+            BatchEpisodes(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device)
+            for k, task in enumerate(tasks)
+        ]
+
+
+class _ActionFunction:
+    """The policy, evaluated on every slot under each task's parameters."""
+
+    def __init__(self, policy, per_task: List[Optional[Params]], batch_size: int, device, noise: torch.Tensor, seed: int, call: int):
+        self.policy = policy
+        self.device = torch.device(device)
+        self.noise = noise
+        self.fallback_seed = np.random.SeedSequence([seed, call, 2]).generate_state(1)[0]
+        self.num_tasks, self.batch_size = len(per_task), batch_size
+        # One of three ways to run the policy: the same parameters for every
+        # slot, stacked per-task parameters in one batched call, or a loop
+        # over tasks for policies that cannot batch them.
+        self.shared: Optional[Params] = per_task[0]
+        self.batched: Optional[Params] = None
+        self.per_task: Optional[List[Params]] = None
+        if any(p is not per_task[0] for p in per_task):
+            own = OrderedDict(policy.named_parameters())
+            filled = [own if p is None else p for p in per_task]
+            if getattr(policy, "supports_batched_params", False):
+                self.batched = OrderedDict((name, torch.stack([p[name] for p in filled])) for name in filled[0])
+            else:
+                self.per_task = filled
+
+    @torch.no_grad()
+    def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int) -> np.ndarray:
+        """Actions ``[S, *act]`` for ``observations`` ``[S, *obs]`` and ``noise`` ``[S, ...]``."""
+        obs = torch.from_numpy(observations).to(self.device, torch.float32)
+        seed = int(self.fallback_seed) + t
+        if self.batched is not None:
+            obs = obs.view(self.num_tasks, self.batch_size, *obs.shape[1:])
+            return actions_from_noise(self.policy(obs, params=self.batched), noise, seed).numpy()
+        if self.per_task is not None:
+            B = self.batch_size
+            parts = [
+                actions_from_noise(self.policy(obs[k * B:(k + 1) * B], params=p), noise[k * B:(k + 1) * B], seed + k)
+                for k, p in enumerate(self.per_task)
+            ]
+            return torch.cat(parts).numpy()
+        distribution = self.policy(obs) if self.shared is None else self.policy(obs, params=self.shared)
+        return actions_from_noise(distribution, noise, seed).numpy()
+
+
+def _run_lockstep(pool, act: _ActionFunction, num_slots: int) -> None:
+    """Every step: the policy on all slots, then all workers step, then wait for all."""
+    views = pool.views
+    workers = [w for w, r in enumerate(pool.ranges) if len(r)]
+    for t in range(views.actions.shape[0]):
+        views.actions[t, :num_slots] = act(views.observations[t, :num_slots], act.noise[t], t)
+        pool.step(workers, t)
+        pool.wait(workers)
+        workers = [w for w in workers if views.active[w]]
+        if not workers:
+            return
+
+
+def _run_partial(pool, act: _ActionFunction, num_slots: int) -> None:
+    """Step each worker again as soon as it is ready, whatever the others do.
+
+    Workers run at different time steps, so the policy sees a gathered copy
+    of each worker's current observations (and noise). It is still evaluated
+    on all slots at once: every action then comes out of exactly the same
+    arithmetic as in the lockstep mode, bit for bit.
+    """
+    views = pool.views
+    observations = np.zeros_like(views.observations[0, :num_slots])
+    noise = act.noise[0].clone()
+    time = [0] * len(pool.ranges)
+    ready = [w for w, r in enumerate(pool.ranges) if len(r)]
+    in_flight = 0
+    while ready or in_flight:
+        if ready:
+            for w in ready:
+                r = pool.ranges[w]
+                observations[r.start:r.stop] = views.observations[time[w], r.start:r.stop]
+                noise[r.start:r.stop] = act.noise[time[w], r.start:r.stop]
+            actions = act(observations, noise, max(time))
+            for w in ready:
+                r = pool.ranges[w]
+                views.actions[time[w], r.start:r.stop] = actions[r.start:r.stop]
+                pool.step([w], time[w])
+            in_flight += len(ready)
+            ready = []
+        for w in pool.wait_any():
+            in_flight -= 1
+            time[w] += 1
+            if views.active[w]:
+                ready.append(w)
+
+
+def _check_num_workers(num_workers: Optional[int]) -> int:
+    if num_workers is None:
+        return os.cpu_count() or 1
+    if not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be an int >= 0 (0 steps the envs in this process), got {num_workers!r}")
+    return num_workers
+
+
+def _check_start_method(start_method: Optional[str]) -> str:
+    available = mp.get_all_start_methods()
+    if start_method is None:
+        return "forkserver" if "forkserver" in available else "spawn"
+    if start_method not in available:
+        raise ValueError(f"start_method {start_method!r} is not available here; choose one of {available}")
+    return start_method
+
+
+def _resolve_env_fn(env_name, env_kwargs, env_fn) -> Callable[[], gym.Env]:
+    if env_fn is not None:
+        if env_name is not None:
+            raise ValueError("give either env_name (with env_kwargs) or env_fn, not both")
+        if isinstance(env_fn, gym.Env):
+            raise TypeError(
+                f"env_fn must be a factory that builds the env, got the env {env_fn!r} itself: "
+                "pass its class or a function (e.g. `lambda: MyEnv(...)`) so each worker builds its own"
+            )
+        if not callable(env_fn):
+            raise TypeError(f"env_fn must be a callable returning a gymnasium env, got {env_fn!r}")
+        return env_fn
+    if env_name is None:
+        raise ValueError("give env_name (a registered gymnasium id) or env_fn (a factory)")
+    from maml_rl.envs import make_env
+
+    return make_env(env_name, **(env_kwargs or {}))
+
+
+def _pickle_env_fn(env_fn: Callable[[], gym.Env]) -> bytes:
+    try:
+        return cloudpickle.dumps(env_fn)
+    except Exception as exc:
+        raise TypeError(
+            f"env_fn {env_fn!r} cannot be pickled for the worker processes ({type(exc).__name__}: {exc}). "
+            "It, or something it refers to, holds an object that cannot leave this process "
+            "(a lock, a socket, an open file, a live simulator). Pass a factory that creates those "
+            "objects when called, e.g. `lambda: MyEnv(...)` or `functools.partial(MyEnv, ...)`."
+        ) from exc
+
+
+def _check_meta_env(env: gym.Env) -> None:
+    missing = [name for name in ("sample_tasks", "reset_task") if not hasattr(env.unwrapped, name)]
+    if missing:
+        raise TypeError(
+            f"{env!r} is not a meta-learning environment: its unwrapped env lacks {', '.join(missing)}. "
+            "Meta-learning envs define sample_tasks(num_tasks) -> list and reset_task(task)."
+        )
+
+
+def _resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> int:
+    horizon = max_episode_steps if max_episode_steps is not None else getattr(env.spec, "max_episode_steps", None)
+    if horizon is None:
+        raise ValueError(
+            f"{env!r} has no time limit: pass max_episode_steps= to the sampler "
+            "(or register the env with max_episode_steps)"
+        )
+    if not isinstance(horizon, int) or horizon < 1:
+        raise ValueError(f"max_episode_steps must be a positive int, got {horizon!r}")
+    return horizon
+
+
+def _buffer_spec(observation_space: gym.Space, action_space: gym.Space, horizon: int) -> dict:
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise TypeError(f"the sampler needs a Box observation space, got {observation_space}")
+    if isinstance(action_space, gym.spaces.Discrete):
+        action_shape, action_dtype = (), np.int64
+    elif isinstance(action_space, gym.spaces.Box):
+        action_shape, action_dtype = action_space.shape, np.float32
+    else:
+        raise TypeError(f"the sampler supports Box and Discrete action spaces, got {action_space}")
+    return dict(
+        horizon=horizon,
+        observation_shape=observation_space.shape,
+        observation_dtype=observation_space.dtype,
+        action_shape=action_shape,
+        action_dtype=action_dtype,
+    )
+
+
+def _per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]:
+    if params is None or isinstance(params, dict):
+        return [params] * num_tasks
+    params = list(params)
+    if len(params) != num_tasks:
+        raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
+    return params

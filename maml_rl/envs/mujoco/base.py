@@ -1,0 +1,164 @@
+"""Common base of the MuJoCo meta-learning environments.
+
+Importing this module installs a MuJoCo warning handler that drops the
+compiler's ``settotalmass`` deprecation message (gymnasium's v5 assets still
+use that attribute, and MuJoCo would print it, and append it to
+``MUJOCO_LOG.TXT``, for every model compiled).  Every other MuJoCo warning is
+passed on to the handler installed before, or raised with
+:func:`warnings.warn`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import mujoco
+import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.mujoco import MujocoEnv
+
+from maml_rl.envs.meta_env import MetaEnv
+
+__all__ = ["MetaMujocoEnv", "MujocoWarning"]
+
+_DROPPED_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
+
+
+class MujocoWarning(RuntimeWarning):
+    """A warning emitted by the MuJoCo engine."""
+
+
+def _install_warning_filter() -> None:
+    previous = mujoco.get_mju_user_warning()
+    if getattr(previous, "drops_settotalmass", False):
+        return
+
+    def handler(message: str) -> None:
+        if message.startswith(_DROPPED_WARNINGS):
+            return
+        if previous is not None:
+            previous(message)
+        else:
+            warnings.warn(message, MujocoWarning, stacklevel=2)
+
+    handler.drops_settotalmass = True
+    mujoco.set_mju_user_warning(handler)
+
+
+_install_warning_filter()
+
+
+class MetaMujocoEnv(MetaEnv, MujocoEnv):
+    """MuJoCo environment with a task and a normalised action space.
+
+    The action space is ``Box(-s, s)`` with ``s = normalization_scale``; an
+    action is clipped to ``[-s, s]`` and mapped linearly onto the actuators'
+    control range before being applied. Reset noise follows the reference:
+    ``qpos = init_qpos + U(-0.1, 0.1)``, ``qvel = init_qvel + 0.1 N(0, 1)``.
+    Episodes are cut by gymnasium's ``TimeLimit`` (200 steps by default).
+    """
+
+    metadata = {
+        "render_modes": ["human", "rgb_array", "depth_array", "rgbd_tuple"],
+        "render_fps": 20,
+    }
+    reset_noise_scale = 0.1
+
+    def __init__(
+        self,
+        xml_file: str,
+        task: Mapping[str, Any] | None,
+        low: float,
+        high: float,
+        normalization_scale: float = 1.0,
+        frame_skip: int = 5,
+        default_camera_config: dict[str, float] | None = None,
+        **kwargs: Any,
+    ):
+        scale = float(normalization_scale)
+        if not np.isfinite(scale) or scale <= 0:
+            raise ValueError(f"normalization_scale must be positive, got {normalization_scale}.")
+        if not low <= high:
+            raise ValueError(f"Expected low <= high, got low={low}, high={high}.")
+        self.normalization_scale = scale
+        self.low = float(low)
+        self.high = float(high)
+        if default_camera_config is None:
+            default_camera_config = {"distance": 4.0}
+        MujocoEnv.__init__(
+            self,
+            xml_file,
+            frame_skip,
+            observation_space=None,
+            default_camera_config=default_camera_config,
+            **kwargs,
+        )
+        self.metadata = dict(self.metadata, render_fps=int(np.round(1.0 / self.dt)))
+        # Cached views on the simulation buffers (they are never reallocated).
+        self._qpos = self.data.qpos
+        self._qvel = self.data.qvel
+        self._ctrl = self.data.ctrl
+        self._dt = self.dt
+        self.reset_task(self.default_task() if task is None else task)
+
+    def _set_action_space(self) -> spaces.Box:
+        ctrl_low, ctrl_high = self.model.actuator_ctrlrange.T.astype(np.float64)
+        if not np.all(self.model.actuator_ctrllimited) or np.any(ctrl_high <= ctrl_low):
+            raise ValueError("Every actuator of the model needs a control range.")
+        scale = self.normalization_scale
+        # ctrl = ctrl_center + action * ctrl_gain for action in [-scale, scale].
+        center = 0.5 * (ctrl_high + ctrl_low)
+        gain = 0.5 * (ctrl_high - ctrl_low) / scale
+        # None marks an identity part of the map, skipped in ``action_to_control``.
+        self._ctrl_center = None if np.all(center == 0.0) else center
+        self._ctrl_gain = None if np.all(gain == 1.0) else gain
+        self._action_shape = (self.model.nu,)
+        self.action_space = spaces.Box(
+            low=-scale, high=scale, shape=self._action_shape, dtype=np.float32
+        )
+        return self.action_space
+
+    def action_to_control(self, action) -> np.ndarray:
+        """Clip ``action`` to ``[-scale, scale]`` and map it onto the control range."""
+        ctrl = np.array(action, dtype=np.float64)
+        if ctrl.shape != self._action_shape:
+            raise ValueError(
+                f"Expected an action of shape {self._action_shape}, got {ctrl.shape}."
+            )
+        s = self.normalization_scale
+        np.maximum(ctrl, -s, out=ctrl)
+        np.minimum(ctrl, s, out=ctrl)
+        # MuJoCo clamps ``ctrl`` of control-limited actuators itself, so rounding
+        # a last bit outside the range is harmless.
+        if self._ctrl_gain is not None:
+            ctrl *= self._ctrl_gain
+        if self._ctrl_center is not None:
+            ctrl += self._ctrl_center
+        return ctrl
+
+    def reset_model(self) -> np.ndarray:
+        noise = self.reset_noise_scale
+        qpos = self.init_qpos + self.np_random.uniform(low=-noise, high=noise, size=self.model.nq)
+        qvel = self.init_qvel + noise * self.np_random.standard_normal(self.model.nv)
+        self.set_state(qpos, qvel)
+        return self._get_obs()
+
+    def _get_obs(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def default_task(self) -> dict[str, Any]:
+        """The task used when the constructor gets ``task=None``."""
+        raise NotImplementedError
+
+    def get_task(self) -> dict[str, Any]:
+        return {key: (value.copy() if isinstance(value, np.ndarray) else value)
+                for key, value in self._task.items()}
+
+    def reset_task(self, task: Mapping[str, Any]) -> None:
+        self._task = self.validate_task(task)
+        self._on_task_change()
+
+    def _on_task_change(self) -> None:
+        """Cache the task's values for ``step``."""

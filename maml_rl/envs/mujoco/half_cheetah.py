@@ -1,0 +1,149 @@
+"""HalfCheetah with a target velocity or a target direction (Finn et al., 2017)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+from maml_rl.envs.mujoco.base import MetaMujocoEnv
+
+__all__ = ["HalfCheetahEnv", "HalfCheetahVelEnv", "HalfCheetahDirEnv"]
+
+
+class HalfCheetahEnv(MetaMujocoEnv):
+    """Gymnasium's v5 HalfCheetah model (``dt = 0.05``), never terminating.
+
+    Observation (20,) float32: ``qpos[1:]`` (8), ``qvel`` (9) and the torso
+    position ``get_body_com("torso")`` (3). ``forward_velocity`` is
+    ``(qpos[0] after - qpos[0] before) / dt``; the control cost is
+    ``0.05 * ||a||^2`` on the control ``a`` applied to the model.
+    """
+
+    ctrl_cost_weight = 0.5 * 1e-1
+
+    def __init__(
+        self,
+        task: Mapping[str, Any] | None,
+        low: float,
+        high: float,
+        normalization_scale: float = 1.0,
+        xml_file: str = "half_cheetah.xml",
+        **kwargs: Any,
+    ):
+        super().__init__(
+            xml_file, task, low, high, normalization_scale=normalization_scale, **kwargs
+        )
+        torso = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "torso")
+        self._torso_xpos = self.data.xpos[torso]
+        self._nq = self.model.nq
+        self._obs_size = self.model.nq - 1 + self.model.nv + 3
+        self.observation_space = spaces.Box(
+            low=-np.inf, high=np.inf, shape=(self._obs_size,), dtype=np.float32
+        )
+
+    def _get_obs(self) -> np.ndarray:
+        obs = np.empty(self._obs_size, dtype=np.float32)
+        nq = self._nq
+        obs[: nq - 1] = self._qpos[1:]
+        obs[nq - 1 : -3] = self._qvel
+        obs[-3:] = self._torso_xpos
+        return obs
+
+    def _forward_reward(self, forward_velocity: float) -> float:
+        raise NotImplementedError
+
+    def step(self, action):
+        ctrl = self.action_to_control(action)
+        x_before = self._qpos[0]
+        self._ctrl[:] = ctrl
+        mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
+        forward_velocity = float(self._qpos[0] - x_before) / self._dt
+        forward_reward = self._forward_reward(forward_velocity)
+        ctrl_cost = self.ctrl_cost_weight * float(ctrl @ ctrl)
+        observation = self._get_obs()
+        if self.render_mode == "human":
+            self.render()
+        info = {
+            "forward_velocity": forward_velocity,
+            "reward_forward": forward_reward,
+            "reward_ctrl": -ctrl_cost,
+        }
+        return observation, forward_reward - ctrl_cost, False, False, info
+
+
+class HalfCheetahVelEnv(HalfCheetahEnv):
+    """HalfCheetah running at a target velocity.
+
+    * Task ``{"velocity": float}``, uniform in ``[low, high]`` (default [0, 2]).
+    * Reward ``-|v_x - velocity| - 0.05 * ||a||^2``. Horizon 200 by default.
+    """
+
+    def __init__(
+        self,
+        task: Mapping[str, Any] | None = None,
+        low: float = 0.0,
+        high: float = 2.0,
+        normalization_scale: float = 1.0,
+        **kwargs: Any,
+    ):
+        super().__init__(task, low, high, normalization_scale=normalization_scale, **kwargs)
+
+    def task_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"velocity": ()}
+
+    def default_task(self) -> dict[str, Any]:
+        return {"velocity": 0.0}
+
+    def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
+        num_tasks = self._check_num_tasks(num_tasks)
+        velocities = self.np_random.uniform(self.low, self.high, size=num_tasks)
+        return [{"velocity": float(v)} for v in velocities]
+
+    def _on_task_change(self) -> None:
+        self._goal_velocity = self._task["velocity"]
+
+    def _forward_reward(self, forward_velocity: float) -> float:
+        return -abs(forward_velocity - self._goal_velocity)
+
+
+class HalfCheetahDirEnv(HalfCheetahEnv):
+    """HalfCheetah running forward or backward.
+
+    * Task ``{"direction": +1 or -1}``, each with probability 1/2.
+    * Reward ``direction * v_x - 0.05 * ||a||^2``. Horizon 200 by default.
+    """
+
+    def __init__(
+        self,
+        task: Mapping[str, Any] | None = None,
+        normalization_scale: float = 1.0,
+        **kwargs: Any,
+    ):
+        super().__init__(task, -1.0, 1.0, normalization_scale=normalization_scale, **kwargs)
+
+    def task_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"direction": ()}
+
+    def validate_task(self, task: Any) -> dict[str, Any]:
+        task = super().validate_task(task)
+        if task["direction"] not in (-1.0, 1.0):
+            raise ValueError(f"Task key 'direction' must be +1 or -1, got {task['direction']}.")
+        return task
+
+    def default_task(self) -> dict[str, Any]:
+        return {"direction": 1.0}
+
+    def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
+        num_tasks = self._check_num_tasks(num_tasks)
+        directions = 2 * self.np_random.binomial(1, 0.5, size=num_tasks) - 1
+        return [{"direction": float(d)} for d in directions]
+
+    def _on_task_change(self) -> None:
+        self._direction = self._task["direction"]
+
+    def _forward_reward(self, forward_velocity: float) -> float:
+        return self._direction * forward_velocity

@@ -1,0 +1,29 @@
+"""Meta-learning environments for gymnasium.
+
+Importing this package registers the environments listed in :data:`ENV_IDS`
+with gymnasium, e.g. ``gymnasium.make("HalfCheetahVel-v5")``. The MuJoCo
+environments live in :mod:`maml_rl.envs.mujoco` (imported on first use).
+"""
+
+from maml_rl.envs.bandit import BernoulliBanditEnv, GaussianBanditEnv
+from maml_rl.envs.factory import EnvFactory, UnknownEnvError, make_env
+from maml_rl.envs.mdp import TabularMDPEnv
+from maml_rl.envs.meta_env import MetaEnv, validate_task
+from maml_rl.envs.navigation import Navigation2DEnv
+from maml_rl.envs.registration import ENV_IDS, register_envs
+
+register_envs()
+
+__all__ = [
+    "ENV_IDS",
+    "BernoulliBanditEnv",
+    "EnvFactory",
+    "GaussianBanditEnv",
+    "MetaEnv",
+    "Navigation2DEnv",
+    "TabularMDPEnv",
+    "UnknownEnvError",
+    "make_env",
+    "register_envs",
+    "validate_task",
+]

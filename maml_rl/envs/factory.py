@@ -1,0 +1,67 @@
+"""Picklable environment factories for worker processes."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import gymnasium
+
+from maml_rl.envs.registration import ENV_IDS
+
+__all__ = ["EnvFactory", "UnknownEnvError", "make_env"]
+
+
+class UnknownEnvError(gymnasium.error.UnregisteredEnv, ValueError):
+    """The environment id is not registered with gymnasium."""
+
+
+class EnvFactory:
+    """Callable building ``gymnasium.make(env_id, **kwargs)``.
+
+    Holds only the id and the keyword arguments, so it pickles cheaply and
+    can be sent to worker processes (including ``spawn``-ed ones: calling it
+    imports :mod:`maml_rl.envs`, which registers the environments).
+    """
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any] | None = None):
+        self.env_id = env_id
+        self.kwargs = dict(kwargs or {})
+
+    def __call__(self) -> gymnasium.Env:
+        import maml_rl.envs  # noqa: F401  (registers the environments)
+
+        return gymnasium.make(self.env_id, **self.kwargs)
+
+    def __repr__(self) -> str:
+        args = [repr(self.env_id)] + [f"{key}={value!r}" for key, value in self.kwargs.items()]
+        return f"{type(self).__name__}({', '.join(args)})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EnvFactory):
+            return NotImplemented
+        return self.env_id == other.env_id and self.kwargs == other.kwargs
+
+    __hash__ = None  # mutable kwargs
+
+
+def make_env(env_id: str, **kwargs: Any) -> EnvFactory:
+    """Return a factory for ``gymnasium.make(env_id, **kwargs)``.
+
+    ``kwargs`` go to :func:`gymnasium.make`, so ``max_episode_steps`` sets the
+    horizon and the others reach the environment's constructor.
+
+    Raises:
+        UnknownEnvError: ``env_id`` is not registered; the message lists close
+            registered ids and the ids of maml_rl.
+    """
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error as exc:
+        close = difflib.get_close_matches(str(env_id), list(gymnasium.registry), n=5, cutoff=0.5)
+        hint = f" Did you mean one of {close}?" if close else ""
+        raise UnknownEnvError(
+            f"Unknown environment id {env_id!r} ({exc}).{hint} "
+            f"maml_rl provides: {', '.join(ENV_IDS)}."
+        ) from exc
+    return EnvFactory(env_id, kwargs)

@@ -150,6 +150,11 @@ class MultiTaskSampler:
                 f"{type(self.policy).__name__} has no update_params(loss, params, step_size, first_order): "
                 "sample() adapts with it. Use rollout() and your own inner loop instead."
             )
+        if num_steps > 0 and self.baseline is None:
+            raise ValueError(
+                "sample() adapts with advantages, which need a baseline: create the sampler with "
+                "baseline=LinearFeatureBaseline(observation_size), or use num_steps=0"
+            )
         params: List[Optional[Params]] = [None] * len(tasks)
         train_episodes = []
         for _ in range(num_steps):
@@ -243,7 +248,9 @@ class MultiTaskSampler:
     def _adapt(self, episodes: BatchEpisodes, params: Optional[Params], fast_lr: float) -> Params:
         loss = reinforce_loss(self.policy, episodes, params=params)
         new = self.policy.update_params(loss, params=params, step_size=fast_lr, first_order=True)
-        return OrderedDict((name, value.detach()) for name, value in new.items())
+        # Detached (sampling needs no meta-gradient) but differentiable again
+        # for the next inner step.
+        return OrderedDict((name, value.detach().requires_grad_()) for name, value in new.items())
 
     def _pool_for(self, num_slots: int):
         if self._pool is not None and self._pool.capacity < num_slots:
@@ -432,7 +439,14 @@ def _check_meta_env(env: gym.Env) -> None:
 
 
 def _resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> int:
-    horizon = max_episode_steps if max_episode_steps is not None else getattr(env.spec, "max_episode_steps", None)
+    horizon = max_episode_steps
+    if horizon is None:
+        horizon = getattr(env.spec, "max_episode_steps", None)
+    wrapper = env
+    while horizon is None and isinstance(wrapper, gym.Wrapper):
+        if isinstance(wrapper, gym.wrappers.TimeLimit):
+            horizon = wrapper._max_episode_steps
+        wrapper = wrapper.env
     if horizon is None:
         raise ValueError(
             f"{env!r} has no time limit: pass max_episode_steps= to the sampler "

@@ -1,0 +1,176 @@
+"""MultiTaskSampler under failure: crashing envs, killed workers, signals, leaks."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.policies import NormalMLPPolicy
+from maml_rl.samplers import MultiTaskSampler, SamplerClosedError, WorkerDiedError, WorkerError
+
+from sampler_envs import make_probe_env
+
+TESTS_DIR = Path(__file__).parent
+REPO_DIR = TESTS_DIR.parent
+
+
+def probe_sampler(**kwargs):
+    kwargs.setdefault("num_workers", 2)
+    policy, baseline = NormalMLPPolicy(3, 1), LinearFeatureBaseline(3)
+    return MultiTaskSampler(None, None, 2, policy, baseline, env_fn=make_probe_env, seed=0, **kwargs)
+
+
+def worker_pids(sampler):
+    return [p.pid for p in sampler._pool._workers.processes]
+
+
+def is_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return "\nState:\tZ" not in status.read()
+    except FileNotFoundError:
+        return False
+
+
+def wait_until_gone(pids, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(is_running(pid) for pid in pids):
+        time.sleep(0.05)
+    return [pid for pid in pids if is_running(pid)]
+
+
+@pytest.mark.parametrize("where", ["step", "reset_task"])
+def test_env_exception_raises_with_traceback_slot_and_task(where):
+    sampler = probe_sampler()
+    sampler.rollout([{"value": 0.0, "length": 5}] * 2)
+    pids = worker_pids(sampler)
+    tasks = [{"value": 0.0, "length": 5}, {"value": 1.0, "length": 5, "fail": where}]
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        sampler.rollout(tasks)
+    assert time.monotonic() - start < 5
+    message = str(info.value)
+    assert f"told to fail in {where}" in message and "Traceback" in message
+    assert f"during {where}" in message and "slot 2" in message and "'fail'" in message
+    assert wait_until_gone(pids) == []
+    # The sampler recovers with fresh workers.
+    assert len(sampler.rollout(tasks[:1])) == 1
+    sampler.close()
+
+
+def test_env_exception_in_process_mode():
+    with probe_sampler(num_workers=0) as sampler:
+        with pytest.raises(WorkerError, match="slot 2.*told to fail in step"):
+            sampler.rollout([{"value": 0.0, "length": 5}, {"value": 1.0, "length": 5, "fail": "step"}])
+
+
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
+def test_killed_worker_is_noticed(start_method):
+    sampler = probe_sampler(start_method=start_method)
+    sampler.rollout([{"value": 0.0, "length": 5}])
+    pids = worker_pids(sampler)
+    start = time.monotonic()
+    with pytest.raises(WorkerDiedError, match="SIGKILL"):
+        sampler.rollout([{"value": 0.0, "length": 5}, {"value": 0.0, "length": 5, "kill_at": 1}])
+    assert time.monotonic() - start < 5
+    assert wait_until_gone(pids) == []
+    sampler.close()
+    with pytest.raises(SamplerClosedError):
+        sampler.rollout([{"value": 0.0, "length": 5}])
+
+
+def test_workers_end_when_sampler_is_garbage_collected():
+    sampler = probe_sampler()
+    sampler.rollout([{"value": 0.0, "length": 3}])
+    pids = worker_pids(sampler)
+    buffers = weakref.ref(sampler._pool.buffers.observations)
+    del sampler
+    gc.collect()
+    assert wait_until_gone(pids) == []
+    assert buffers() is None
+
+
+def test_close_is_idempotent_and_releases_buffers():
+    with probe_sampler() as sampler:
+        sampler.rollout([{"value": 0.0, "length": 3}])
+        pids = worker_pids(sampler)
+        buffers = weakref.ref(sampler._pool.buffers.observations)
+    sampler.close()
+    gc.collect()
+    assert wait_until_gone(pids) == [] and buffers() is None
+
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_many_calls_leak_no_fds_or_processes():
+    with probe_sampler() as sampler:
+        tasks = [{"value": 0.5, "length": 3}, {"value": -0.5, "length": 4}]
+        sampler.sample(tasks, num_steps=1)
+        fds, pids = open_fds(), worker_pids(sampler)
+        for _ in range(200):
+            sampler.sample(tasks, num_steps=1)
+        assert open_fds() == fds
+        assert worker_pids(sampler) == pids and all(is_running(pid) for pid in pids)
+
+
+SAMPLING_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from maml_rl.policies import NormalMLPPolicy
+from maml_rl.samplers import MultiTaskSampler
+from sampler_envs import make_probe_env
+
+if __name__ == "__main__":
+    sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,
+                               num_workers=2, start_method={start_method!r})
+    sampler.rollout([{{"value": 0.0, "length": 6}}])
+    print(*[p.pid for p in sampler._pool._workers.processes], flush=True)
+    while True:
+        sampler.rollout([{{"value": 0.0, "length": 6}}] * 4)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_signal_while_sampling_exits_without_orphans(tmp_path, signum, start_method):
+    script = tmp_path / "sample_forever.py"
+    script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS_DIR), start_method=start_method))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=REPO_DIR)
+    try:
+        pids = [int(pid) for pid in process.stdout.readline().split()]
+        assert len(pids) == 2, process.stderr.read()
+        time.sleep(0.3)  # mid-rollout
+        process.send_signal(signum)
+        process.wait(timeout=10)
+    finally:
+        process.kill()
+    assert wait_until_gone(pids) == []
+
+
+def test_missing_main_guard_is_explained(tmp_path):
+    script = tmp_path / "no_guard.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(TESTS_DIR)!r})
+        from maml_rl.policies import NormalMLPPolicy
+        from maml_rl.samplers import MultiTaskSampler
+        from sampler_envs import make_probe_env
+
+        sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,
+                                   num_workers=1, start_method="spawn")
+        sampler.rollout([{{"value": 0.0, "length": 3}}])
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=REPO_DIR)
+    assert result.returncode != 0
+    assert "WorkerDiedError" in result.stderr and 'if __name__ == "__main__":' in result.stderr

@@ -227,3 +227,17 @@ def test_unpicklable_env_fn_is_named():
     assert "lock" in message and "factory" in message
     with pytest.raises(Exception):
         pickle.dumps(lock)  # the premise: a lock really cannot be pickled
+
+
+def test_state_dict_resumes_exactly():
+    with navigation_sampler(num_workers=0) as sampler:
+        sampler.sample(sampler.sample_tasks(2), num_steps=1)
+        state = sampler.state_dict()
+        tasks = sampler.sample_tasks(2)
+        expected = episode_arrays(*sampler.sample(tasks, num_steps=1))
+    with navigation_sampler(num_workers=2, seed=123) as resumed:
+        resumed.load_state_dict(state)
+        resumed_tasks = resumed.sample_tasks(2)
+        got = episode_arrays(*resumed.sample(resumed_tasks, num_steps=1))
+    assert all(np.array_equal(a["goal"], b["goal"]) for a, b in zip(tasks, resumed_tasks))
+    assert_identical(expected, got)

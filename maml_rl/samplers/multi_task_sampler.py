@@ -223,6 +223,22 @@ class MultiTaskSampler:
                 batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True)
         return episodes
 
+    def state_dict(self) -> dict:
+        """What a resumed run needs to continue exactly: the seed, the number
+        of rollouts so far and the state of the task generator."""
+        return {
+            "seed": self.seed,
+            "num_rollouts": self._num_rollouts,
+            "task_rng": self.env.unwrapped.np_random.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state_dict()``: later tasks and episodes are those
+        the original sampler would have produced."""
+        self.seed = int(state["seed"])
+        self._num_rollouts = int(state["num_rollouts"])
+        self.env.unwrapped.np_random.bit_generator.state = state["task_rng"]
+
     def close(self) -> None:
         """End the worker processes and release the shared memory; idempotent."""
         if not self.closed:

@@ -1,0 +1,29 @@
+"""Small numerical helpers shared by the episodes, losses and meta-learners."""
+
+from maml_rl.utils.optimization import conjugate_gradient
+from maml_rl.utils.torch_utils import (
+    detach_distribution,
+    discounted_cumsum,
+    distribution_tensors,
+    flatten_tensors,
+    length_mask,
+    rebuild_distribution,
+    to_numpy,
+    unflatten_like,
+    weighted_mean,
+    weighted_normalize,
+)
+
+__all__ = [
+    "conjugate_gradient",
+    "detach_distribution",
+    "discounted_cumsum",
+    "distribution_tensors",
+    "flatten_tensors",
+    "length_mask",
+    "rebuild_distribution",
+    "to_numpy",
+    "unflatten_like",
+    "weighted_mean",
+    "weighted_normalize",
+]

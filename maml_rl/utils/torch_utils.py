@@ -1,0 +1,215 @@
+"""Tensor helpers: masked means, discounted sums, distributions, flat vectors."""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from torch.distributions import Categorical, Distribution, Independent, Normal
+
+# Above this horizon the discount matrix (T x T) would get large; fall back to a
+# loop over time steps instead.
+_MAX_MATRIX_HORIZON = 1024
+
+
+def length_mask(lengths: torch.Tensor, horizon: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Time-major validity mask from episode lengths.
+
+    :param lengths: integer tensor of any shape ``S`` (one length per episode).
+    :param horizon: number of time steps ``T``.
+    :param dtype: dtype of the returned mask.
+    :return: tensor ``[T, *S]`` equal to 1 where ``t < length`` and 0 elsewhere.
+    """
+    steps = torch.arange(horizon, device=lengths.device).view(-1, *([1] * lengths.dim()))
+    return (steps < lengths.unsqueeze(0)).to(dtype)
+
+
+def weighted_mean(
+    tensor: torch.Tensor,
+    lengths: torch.Tensor | Sequence[int] | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-episode mean over the (leading) time axis, ignoring padded steps.
+
+    Without ``lengths`` and ``mask`` this is the plain mean of the whole tensor.
+
+    :param tensor: time-major tensor ``[T, *S, ...]``.
+    :param lengths: episode lengths ``[*S]``; builds the mask when ``mask`` is not given.
+    :param mask: validity mask ``[T, *S]``; derived from ``lengths`` when omitted.
+    :return: per-episode means ``[*S, ...]``.
+    """
+    if lengths is None and mask is None:
+        return tensor.mean()
+    if tensor.dim() < 2:
+        raise ValueError(
+            f"weighted_mean expects a time-major tensor with at least 2 dimensions, got shape {tuple(tensor.shape)}"
+        )
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths, device=tensor.device)
+    if mask is None:
+        mask = length_mask(lengths, tensor.shape[0], dtype=tensor.dtype)
+    if lengths is None:
+        counts = mask.sum(0)
+    else:
+        counts = lengths.to(tensor.dtype)
+    extra = tensor.dim() - mask.dim()
+    mask = mask.view(*mask.shape, *([1] * extra))
+    counts = counts.view(*counts.shape, *([1] * extra))
+    return (tensor * mask).sum(0) / counts
+
+
+def weighted_normalize(
+    tensor: torch.Tensor,
+    lengths: torch.Tensor | Sequence[int] | None = None,
+    mask: torch.Tensor | None = None,
+    epsilon: float = 1e-8,
+) -> torch.Tensor:
+    """Centre and scale a time-major tensor using only its valid entries.
+
+    Mean and variance are averages of per-episode means (each episode weighs the
+    same, whatever its length); padded entries of the result are zero.
+
+    :param tensor: time-major tensor ``[T, *S]``.
+    :param lengths: episode lengths ``[*S]``.
+    :param mask: validity mask ``[T, *S]`` (alternative to ``lengths``).
+    :param epsilon: added to the standard deviation to avoid dividing by zero.
+    :return: normalised tensor with the same shape.
+    """
+    if lengths is None and mask is None:
+        return (tensor - tensor.mean()) / (tensor.std(unbiased=False) + epsilon)
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths, device=tensor.device)
+    if mask is None:
+        mask = length_mask(lengths, tensor.shape[0], dtype=tensor.dtype)
+    mean = weighted_mean(tensor, lengths=lengths, mask=mask).mean()
+    centred = (tensor - mean) * mask
+    std = torch.sqrt(weighted_mean(centred**2, lengths=lengths, mask=mask).mean())
+    return centred / (std + epsilon)
+
+
+@functools.lru_cache(maxsize=32)
+def _discount_matrix(horizon: int, discount: float, dtype: torch.dtype, device: str) -> torch.Tensor:
+    # D[t, s] = discount ** (s - t) for s >= t: row t of D @ x is the discounted
+    # sum of x from t onwards. Powers are taken in float64 for accuracy.
+    steps = torch.arange(horizon, dtype=torch.float64)
+    exponents = (steps.view(1, -1) - steps.view(-1, 1)).clamp(min=0)
+    matrix = torch.triu(torch.full_like(exponents, discount).pow(exponents))
+    return matrix.to(dtype=dtype, device=device)
+
+
+def discounted_cumsum(tensor: torch.Tensor, discount: float) -> torch.Tensor:
+    """Discounted reward-to-go along the leading axis: ``y_t = x_t + discount * y_{t+1}``.
+
+    Padded entries must already be zero so that sums do not leak across episodes.
+
+    :param tensor: time-major tensor ``[T, ...]``.
+    :param discount: per-step discount factor.
+    :return: tensor of the same shape and dtype.
+    """
+    horizon = tensor.shape[0]
+    if horizon == 0:
+        return tensor.clone()
+    if horizon <= _MAX_MATRIX_HORIZON:
+        # One matrix product instead of T small tensor operations.
+        matrix = _discount_matrix(horizon, float(discount), tensor.dtype, str(tensor.device))
+        return (matrix @ tensor.reshape(horizon, -1)).view_as(tensor)
+    out = torch.empty_like(tensor)
+    running = torch.zeros_like(tensor[0])
+    for t in range(horizon - 1, -1, -1):
+        running = tensor[t] + discount * running
+        out[t] = running
+    return out
+
+
+def detach_distribution(pi: Distribution) -> Distribution:
+    """Copy of a distribution whose parameters are cut from the autograd graph.
+
+    :param pi: an ``Independent``, ``Normal`` or ``Categorical`` distribution.
+    :return: the same distribution with detached parameters.
+    """
+    if isinstance(pi, Independent):
+        return Independent(detach_distribution(pi.base_dist), pi.reinterpreted_batch_ndims)
+    if isinstance(pi, Normal):
+        return Normal(loc=pi.loc.detach(), scale=pi.scale.detach(), validate_args=False)
+    if isinstance(pi, Categorical):
+        return Categorical(logits=pi.logits.detach(), validate_args=False)
+    raise NotImplementedError(
+        f"detach_distribution supports Independent, Normal and Categorical, not {type(pi).__name__}"
+    )
+
+
+def distribution_tensors(pi: Distribution) -> list[torch.Tensor]:
+    """The tensors a distribution is built from (``loc``/``scale`` or ``logits``).
+
+    :param pi: an ``Independent``, ``Normal`` or ``Categorical`` distribution.
+    """
+    if isinstance(pi, Independent):
+        return distribution_tensors(pi.base_dist)
+    if isinstance(pi, Normal):
+        return [pi.loc, pi.scale]
+    if isinstance(pi, Categorical):
+        return [pi.logits]
+    raise NotImplementedError(
+        f"distribution_tensors supports Independent, Normal and Categorical, not {type(pi).__name__}"
+    )
+
+
+def rebuild_distribution(pi: Distribution, tensors: Sequence[torch.Tensor]) -> Distribution:
+    """A distribution of the same kind as ``pi`` built from new :func:`distribution_tensors`.
+
+    :param pi: template distribution.
+    :param tensors: replacement tensors, in the order :func:`distribution_tensors` gives them.
+    """
+    if isinstance(pi, Independent):
+        return Independent(rebuild_distribution(pi.base_dist, tensors), pi.reinterpreted_batch_ndims)
+    if isinstance(pi, Normal):
+        return Normal(loc=tensors[0], scale=tensors[1], validate_args=False)
+    if isinstance(pi, Categorical):
+        return Categorical(logits=tensors[0], validate_args=False)
+    raise NotImplementedError(
+        f"rebuild_distribution supports Independent, Normal and Categorical, not {type(pi).__name__}"
+    )
+
+
+def to_numpy(tensor: torch.Tensor | np.ndarray | Iterable) -> np.ndarray:
+    """Detached CPU numpy copy of a tensor (or a sequence of tensors).
+
+    :param tensor: a tensor, an array or a list/tuple of tensors.
+    :return: a numpy array.
+    """
+    if isinstance(tensor, torch.Tensor):
+        return tensor.detach().cpu().numpy()
+    if isinstance(tensor, np.ndarray):
+        return tensor
+    if isinstance(tensor, (list, tuple)):
+        return np.stack([to_numpy(item) for item in tensor], axis=0)
+    raise TypeError(f"cannot convert {type(tensor).__name__} to a numpy array")
+
+
+def flatten_tensors(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
+    """Concatenate tensors into one flat vector (like ``parameters_to_vector``).
+
+    :param tensors: tensors to flatten, in order.
+    :return: 1-D tensor.
+    """
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def unflatten_like(vector: torch.Tensor, like: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    """Split a flat vector back into views shaped like ``like``.
+
+    :param vector: 1-D tensor with as many elements as ``like`` in total.
+    :param like: tensors giving the target shapes, in order.
+    :return: list of tensors (views of ``vector``).
+    """
+    out = []
+    offset = 0
+    for ref in like:
+        n = ref.numel()
+        out.append(vector[offset : offset + n].view_as(ref))
+        offset += n
+    if offset != vector.numel():
+        raise ValueError(f"vector has {vector.numel()} elements, the shapes need {offset}")
+    return out

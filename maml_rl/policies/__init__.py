@@ -1,0 +1,17 @@
+"""Policies evaluable at explicit, optionally per-task stacked, parameters."""
+
+from maml_rl.policies.categorical_mlp import CategoricalMLPPolicy
+from maml_rl.policies.factory import get_policy_for_env
+from maml_rl.policies.normal_mlp import NormalMLPPolicy
+from maml_rl.policies.policy import Policy, expand_params, get_nonlinearity, linear, stack_params
+
+__all__ = [
+    "CategoricalMLPPolicy",
+    "NormalMLPPolicy",
+    "Policy",
+    "expand_params",
+    "get_nonlinearity",
+    "get_policy_for_env",
+    "linear",
+    "stack_params",
+]

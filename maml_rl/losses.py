@@ -1,0 +1,83 @@
+"""Policy-gradient losses: REINFORCE for the inner loop, surrogate and KL for TRPO."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+from torch.distributions import Distribution, kl_divergence
+
+from maml_rl.episodes import BatchEpisodes, TaskBatch
+from maml_rl.utils.torch_utils import weighted_mean
+
+
+def _flat_observations(observations: torch.Tensor, leading: int) -> torch.Tensor:
+    # Multi-dimensional observations are fed to the policy flattened.
+    return observations.reshape(*observations.shape[:leading], -1)
+
+
+def reinforce_loss(
+    policy: torch.nn.Module,
+    episodes: BatchEpisodes,
+    params: Mapping[str, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """``-log pi(a|s) * advantage``, averaged over each episode's valid steps, then over episodes.
+
+    :param policy: callable ``policy(observations, params=...) -> Distribution``.
+    :param episodes: one task's batch, with advantages computed.
+    :param params: parameters to evaluate the policy at (its own when ``None``).
+    :return: scalar loss.
+    """
+    pi = policy(_flat_observations(episodes.observations, 2), params=params)
+    log_probs = pi.log_prob(episodes.actions)
+    return -weighted_mean(log_probs * episodes.advantages, lengths=episodes.lengths, mask=episodes.mask).mean()
+
+
+def batched_reinforce_loss(
+    policy: torch.nn.Module,
+    batch: TaskBatch,
+    params: Mapping[str, torch.Tensor],
+) -> torch.Tensor:
+    """Per-task REINFORCE losses of ``K`` tasks in one batched policy evaluation.
+
+    Summing the result and differentiating with respect to stacked ``params``
+    yields each task's own gradient.
+
+    :param policy: policy supporting stacked parameters.
+    :param batch: the tasks' data (:class:`~maml_rl.episodes.TaskBatch`).
+    :param params: stacked ``[K, ...]`` parameters.
+    :return: ``[K]`` losses.
+    """
+    pi = policy(_flat_observations(batch.observations, 2), params=params)
+    return -(pi.log_prob(batch.actions) * batch.advantages * batch.weights).sum(-1)
+
+
+def surrogate_loss(
+    pi: Distribution,
+    old_pi: Distribution,
+    batch: TaskBatch,
+    old_log_probs: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Importance-weighted policy-gradient surrogate, per task.
+
+    :param pi: current ``[K, M]`` action distribution.
+    :param old_pi: the (detached) distribution the data was sampled with.
+    :param batch: the tasks' data.
+    :param old_log_probs: ``old_pi.log_prob(batch.actions)`` if already computed (line searches reuse it).
+    :return: ``[K]`` losses ``-E[pi/old_pi * advantage]``.
+    """
+    if old_log_probs is None:
+        old_log_probs = old_pi.log_prob(batch.actions)
+    ratio = torch.exp(pi.log_prob(batch.actions) - old_log_probs)
+    return -(ratio * batch.advantages * batch.weights).sum(-1)
+
+
+def mean_kl(old_pi: Distribution, pi: Distribution, batch: TaskBatch) -> torch.Tensor:
+    """``KL(old_pi || pi)`` averaged over valid steps like the losses, per task.
+
+    :param old_pi: reference (detached) distribution.
+    :param pi: current distribution.
+    :param batch: gives the step weights.
+    :return: ``[K]`` mean KL divergences.
+    """
+    return (kl_divergence(old_pi, pi) * batch.weights).sum(-1)

@@ -1,0 +1,215 @@
+"""MAML-TRPO: batched inner loop, meta-gradients, KL Hessian products and the TRPO step."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+import pytest
+import torch
+from torch.distributions import kl_divergence
+
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.episodes import BatchEpisodes, TaskBatch
+from maml_rl.losses import reinforce_loss
+from maml_rl.metalearners import MAMLTRPO
+from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
+from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors, unflatten_like, weighted_mean
+
+OBS_DIM, ACT_DIM, NUM_ACTIONS = 3, 2, 3
+
+
+def make_policy(discrete: bool = False, seed: int = 0):
+    torch.manual_seed(seed)
+    if discrete:
+        return CategoricalMLPPolicy(OBS_DIM, NUM_ACTIONS, hidden_sizes=(5,))
+    return NormalMLPPolicy(OBS_DIM, ACT_DIM, hidden_sizes=(5,), init_std=0.8)
+
+
+def random_episodes(policy, num_tasks: int, seed: int, batch_size: int = 4, horizon: int = 6) -> list[BatchEpisodes]:
+    """Valid random episodes with varying lengths, actions sampled from ``policy``."""
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for task in range(num_tasks):
+        lengths = torch.randint(2, horizon + 1, (batch_size,), generator=generator)
+        lengths[0] = horizon
+        mask = (torch.arange(horizon).view(-1, 1) < lengths).float()
+        observations = torch.randn(horizon, batch_size, OBS_DIM, generator=generator) * mask.unsqueeze(-1)
+        with torch.no_grad():
+            torch.manual_seed(seed * 100 + task)
+            actions = policy(observations).sample()
+        actions = actions * (mask.unsqueeze(-1) if actions.dim() == 3 else mask).to(actions.dtype)
+        rewards = torch.randn(horizon, batch_size, generator=generator) * mask
+        episodes = BatchEpisodes(observations, actions, rewards, lengths, task=task, gamma=0.9)
+        baseline = LinearFeatureBaseline(OBS_DIM)
+        baseline.fit(episodes)
+        episodes.compute_advantages(baseline, gae_lambda=0.95, normalize=True)
+        out.append(episodes)
+    return out
+
+
+def problem(discrete: bool = False, num_steps: int = 1, num_tasks: int = 3):
+    policy = make_policy(discrete)
+    train = [random_episodes(policy, num_tasks, seed=10 + step) for step in range(num_steps)]
+    valid = random_episodes(policy, num_tasks, seed=99)
+    return policy, train, valid
+
+
+def adapt_single(policy, task_train, params, fast_lr, first_order):
+    """Reference inner loop for one task, without any batching."""
+    for episodes in task_train:
+        loss = reinforce_loss(policy, episodes, params=params)
+        params = policy.update_params(loss, params=params, step_size=fast_lr, first_order=first_order)
+    return params
+
+
+def per_task_objectives(policy, train, valid, fast_lr, first_order=False):
+    """Mean post-adaptation surrogate loss and KL as functions of a flat parameter vector."""
+    names = [name for name, _ in policy.named_meta_parameters()]
+    refs = [p.detach() for _, p in policy.named_meta_parameters()]
+    num_tasks = len(valid)
+
+    def distributions(flat):
+        params = OrderedDict(zip(names, unflatten_like(flat, refs)))
+        for k in range(num_tasks):
+            adapted = adapt_single(policy, [step[k] for step in train], params, fast_lr, first_order)
+            yield k, policy(valid[k].observations, params=adapted)
+
+    flat0 = flatten_tensors(refs)
+    old = {k: detach_distribution(pi) for k, pi in distributions(flat0.clone().requires_grad_())}
+
+    def loss(flat):
+        total = 0.0
+        for k, pi in distributions(flat):
+            ratio = torch.exp(pi.log_prob(valid[k].actions) - old[k].log_prob(valid[k].actions))
+            total = total - weighted_mean(ratio * valid[k].advantages, lengths=valid[k].lengths).mean()
+        return total / num_tasks
+
+    def kl(flat):
+        total = 0.0
+        for k, pi in distributions(flat):
+            total = total + weighted_mean(kl_divergence(old[k], pi), lengths=valid[k].lengths).mean()
+        return total / num_tasks
+
+    return flat0, loss, kl
+
+
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_batched_inner_loop_equals_per_task_loop(num_steps):
+    policy, train, _ = problem(num_steps=num_steps)
+    learner = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps)
+    batches = [learner.task_batch(step) for step in train]
+    stacked = learner.adapt_batched(batches)
+    for k in range(len(train[0])):
+        single = learner.adapt([step[k] for step in train])
+        for name, value in single.items():
+            torch.testing.assert_close(stacked[name][k], value, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_second_order_meta_gradient_matches_autograd(discrete, num_steps):
+    policy, train, valid = problem(discrete=discrete, num_steps=num_steps)
+    learner = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps)
+    flat0, loss, _ = per_task_objectives(policy, train, valid, fast_lr=0.3)
+    flat = flat0.clone().requires_grad_()
+    (expected,) = torch.autograd.grad(loss(flat), [flat])
+    torch.testing.assert_close(learner.meta_gradient(train, valid), expected, atol=1e-6, rtol=1e-4)
+
+
+def test_first_order_meta_gradient_treats_adapted_params_as_constants():
+    policy, train, valid = problem()
+    first = MAMLTRPO(policy, fast_lr=0.3, first_order=True).meta_gradient(train, valid)
+    second = MAMLTRPO(policy, fast_lr=0.3, first_order=False).meta_gradient(train, valid)
+    assert (first - second).norm() > 1e-3 * second.norm()
+
+    learner = MAMLTRPO(policy, fast_lr=0.3)
+    expected = torch.zeros_like(first)
+    for k in range(len(valid)):
+        adapted = learner.adapt([step[k] for step in train], first_order=True)
+        leaves = OrderedDict((name, p.detach().requires_grad_()) for name, p in adapted.items())
+        pi = policy(valid[k].observations, params=leaves)
+        old_pi = detach_distribution(pi)
+        ratio = torch.exp(pi.log_prob(valid[k].actions) - old_pi.log_prob(valid[k].actions))
+        loss = -weighted_mean(ratio * valid[k].advantages, lengths=valid[k].lengths).mean()
+        expected += flatten_tensors(torch.autograd.grad(loss, list(leaves.values()))) / len(valid)
+    torch.testing.assert_close(first, expected, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "discrete, num_steps, first_order", [(False, 1, False), (False, 2, False), (True, 1, False), (False, 1, True)]
+)
+def test_kl_hessian_vector_product_matches_autograd_hessian(discrete, num_steps, first_order):
+    policy, train, valid = problem(discrete=discrete, num_steps=num_steps)
+    learner = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps, first_order=first_order)
+    flat0, _, kl = per_task_objectives(policy, train, valid, fast_lr=0.3, first_order=first_order)
+    hessian = torch.autograd.functional.hessian(kl, flat0, vectorize=True)
+    damping = 0.01
+    hvp = learner.kl_hessian_vector_product(train, valid, damping=damping)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        v = torch.randn(flat0.shape, generator=generator)
+        torch.testing.assert_close(hvp(v), hessian @ v + damping * v, atol=1e-6, rtol=1e-4)
+
+
+def assert_valid_step(logs, policy, before, max_kl):
+    for key, value in logs.items():
+        assert math.isfinite(value), key
+    for key in ("time_adapt", "time_loss_grad", "time_cg", "time_line_search", "time_total"):
+        assert logs[key] >= 0.0
+    after = flatten_tensors(policy.parameters()).detach()
+    if logs["accepted"]:
+        assert logs["loss_after"] < logs["loss_before"]
+        assert logs["kl_after"] <= max_kl
+        assert not torch.equal(after, before)
+    else:
+        assert torch.equal(after, before)
+
+
+@pytest.mark.parametrize("discrete, num_steps, first_order", [(False, 1, False), (True, 2, False), (False, 1, True)])
+def test_step_improves_the_surrogate_within_the_trust_region(discrete, num_steps, first_order):
+    policy, train, valid = problem(discrete=discrete, num_steps=num_steps)
+    learner = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps, first_order=first_order)
+    before = flatten_tensors(policy.parameters()).detach().clone()
+    _, loss, kl = per_task_objectives(policy, train, valid, fast_lr=0.3)
+    logs = learner.step(train, valid, max_kl=1e-2, cg_iters=5)
+    assert_valid_step(logs, policy, before, max_kl=1e-2)
+    assert logs["accepted"] == 1.0
+    assert 1 <= logs["ls_steps"] <= 10
+    assert logs["kl_before"] == pytest.approx(0.0, abs=1e-7)
+    assert logs["loss_before"] == pytest.approx(loss(before.clone().requires_grad_()).item(), abs=1e-6)
+    # The reported values are those of the new parameters, against the old policy.
+    after = flatten_tensors(policy.parameters()).detach().clone().requires_grad_()
+    assert logs["loss_after"] == pytest.approx(loss(after).item(), rel=1e-4, abs=1e-6)
+    assert logs["kl_after"] == pytest.approx(kl(after).item(), rel=1e-3, abs=1e-8)
+
+
+def test_step_restores_the_parameters_when_no_step_is_accepted(monkeypatch):
+    policy, train, valid = problem()
+    learner = MAMLTRPO(policy, fast_lr=0.3)
+    before = flatten_tensors(policy.parameters()).detach().clone()
+    monkeypatch.setattr(learner, "_evaluate", lambda *args: (float("inf"), 0.0))
+    logs = learner.step(train, valid, ls_max_steps=4)
+    assert logs["accepted"] == 0.0
+    assert logs["ls_steps"] == 4
+    assert logs["loss_after"] == logs["loss_before"]
+    assert_valid_step(logs, policy, before, max_kl=1e-3)
+
+
+def test_step_with_zero_advantages_does_not_move():
+    policy, train, valid = problem()
+    for episodes in valid:
+        episodes.advantages = torch.zeros_like(episodes.rewards)
+    before = flatten_tensors(policy.parameters()).detach().clone()
+    logs = MAMLTRPO(policy, fast_lr=0.3).step(train, valid)
+    assert logs["accepted"] == 0.0 and logs["ls_steps"] == 0
+    assert_valid_step(logs, policy, before, max_kl=1e-3)
+
+
+def test_step_checks_its_inputs():
+    policy, train, valid = problem()
+    learner = MAMLTRPO(policy, num_steps=2)
+    with pytest.raises(ValueError, match="2 inner step"):
+        learner.step(train, valid)
+    with pytest.raises(ValueError, match="same tasks"):
+        MAMLTRPO(policy).step([train[0][:2]], valid)

@@ -1,0 +1,367 @@
+"""Bookkeeping of a training run: output folder, checkpoints, metrics, devices.
+
+The training loop itself lives in ``train.py``; this module holds what the
+loop needs around it:
+
+* :func:`resolve_run_config` decides the configuration of a run (fresh or
+  resumed) and checks it before anything is written;
+* :func:`save_checkpoint` / :func:`load_checkpoint` write and restore the
+  complete state of a run (policy, baseline, sampler, random generators,
+  counters), atomically, so that a resumed run continues exactly;
+* :class:`MetricsLogger` appends one JSON line per iteration to
+  ``metrics.jsonl`` and, when tensorboard is installed, the same scalars to
+  TensorBoard;
+* :func:`episode_stats` reduces sampled episodes to returns and step counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from maml_rl.config import ConfigError, apply_overrides, config_diff, load_config, validate_config
+
+__all__ = [
+    "CHECKPOINT_FILE",
+    "CONFIG_FILE",
+    "METRICS_FILE",
+    "POLICY_FILE",
+    "MetricsLogger",
+    "atomic_save",
+    "atomic_write_json",
+    "episode_stats",
+    "load_checkpoint",
+    "mean_returns",
+    "resolve_device",
+    "resolve_run_config",
+    "save_checkpoint",
+]
+
+CONFIG_FILE = "config.json"
+POLICY_FILE = "policy.th"
+CHECKPOINT_FILE = "checkpoint.pt"
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+
+CHECKPOINT_VERSION = 1
+
+# Keys a resumed run may change: the run is simply made longer (or shorter).
+RESUMABLE_CHANGES = ("num-batches",)
+
+
+# --------------------------------------------------------------------- files
+def _atomic_write(path: Path, write) -> None:
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``.
+
+    A reader (or a run killed at any moment) sees the old file or the new one,
+    never a partial one.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_save(obj: Any, path: str | Path) -> None:
+    """``torch.save(obj, path)``, atomically."""
+    _atomic_write(Path(path), lambda f: torch.save(obj, f))
+
+
+def atomic_write_json(obj: Any, path: str | Path) -> None:
+    """Write ``obj`` as indented JSON to ``path``, atomically."""
+    text = json.dumps(obj, indent=2) + "\n"
+    _atomic_write(Path(path), lambda f: f.write(text.encode()))
+
+
+# -------------------------------------------------------------------- device
+def resolve_device(name: str) -> torch.device:
+    """``torch.device(name)``, refusing CUDA devices that are not available.
+
+    :raises ConfigError: for an unknown device name or an unavailable CUDA device.
+    """
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"--device {name!r} is not a device: {exc}; use cpu or cuda") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            reason = (
+                "this torch build has no CUDA support" if torch.version.cuda is None else "no CUDA device is visible"
+            )
+            raise ConfigError(f"--device {name!r} was requested but CUDA is not available ({reason}); use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"--device {name!r}: there are only {torch.cuda.device_count()} CUDA device(s) "
+                f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+            )
+    elif device.type != "cpu":
+        raise ConfigError(f"--device {name!r} is not supported; use cpu or cuda")
+    return device
+
+
+# -------------------------------------------------------------------- config
+def resolve_run_config(
+    output_folder: str | Path,
+    config_path: str | Path | None,
+    overrides: Sequence[tuple[str, Any]] = (),
+    *,
+    default_config: str | Path,
+    seed: int | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> tuple[dict, bool]:
+    """The configuration of a run, checked before anything is written.
+
+    A fresh run reads ``config_path`` (``default_config`` when ``None``), applies
+    ``overrides`` and ``seed``, and draws a seed if there is none. It refuses an
+    output folder that already holds a checkpoint, unless ``overwrite``.
+
+    A resumed run reads the ``config.json`` of ``output_folder``. Only
+    ``num-batches`` may be changed (through ``overrides``); a ``config_path``,
+    ``seed`` or other override that disagrees with the saved run is an error.
+
+    :return: the configuration and whether there is a checkpoint to resume from
+        (a run stopped before its first checkpoint starts again from the beginning).
+    :raises ConfigError: with a message saying what is wrong and what to do.
+    """
+    folder = Path(output_folder)
+    checkpoint = folder / CHECKPOINT_FILE
+    if not resume:
+        if checkpoint.exists() and not overwrite:
+            raise ConfigError(
+                f"{folder} already holds a training run ({CHECKPOINT_FILE}); pass --resume to continue it, "
+                "--overwrite to start it again, or choose another --output-folder"
+            )
+        path = default_config if config_path is None else config_path
+        config = load_config(path, overrides=[*overrides, *([("seed", seed)] if seed is not None else [])])
+        if config["seed"] is None:
+            config["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+        return config, False
+
+    saved_path = folder / CONFIG_FILE
+    if not saved_path.exists():
+        raise ConfigError(f"--resume: {saved_path} does not exist, there is no run to resume in {folder}")
+    saved = load_config(saved_path)
+    if config_path is not None:
+        given = load_config(config_path)
+        differences = config_diff(saved, given, ignore=("seed", *RESUMABLE_CHANGES))
+        if differences:
+            raise ConfigError(
+                f"--resume: {config_path} differs from the run's {saved_path}:\n  "
+                + "\n  ".join(differences)
+                + "\nresume without --config (the run's own configuration is used)"
+            )
+    if seed is not None and seed != saved["seed"]:
+        raise ConfigError(f"--resume: --seed {seed} differs from the run's seed {saved['seed']}")
+    config = validate_config(apply_overrides(saved, overrides), source="the overrides")
+    differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
+    if differences:
+        raise ConfigError(
+            "--resume: only " + ", ".join(RESUMABLE_CHANGES) + " may change when resuming, not:\n  "
+            + "\n  ".join(differences)
+        )
+    return config, checkpoint.exists()
+
+
+# ---------------------------------------------------------------- checkpoint
+def _rng_state() -> dict:
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _cpu_state_dict(module: torch.nn.Module) -> dict:
+    return {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
+
+
+def save_checkpoint(
+    path: str | Path,
+    *,
+    iteration: int,
+    config: Mapping[str, Any],
+    policy: torch.nn.Module,
+    baseline: torch.nn.Module,
+    sampler: Any,
+    counters: Mapping[str, Any],
+) -> None:
+    """Write, atomically, everything a resumed run needs to continue exactly.
+
+    :param iteration: number of completed iterations (the next one to run).
+    :param counters: running totals to carry over (e.g. the number of env steps).
+    """
+    atomic_save(
+        {
+            "version": CHECKPOINT_VERSION,
+            "iteration": int(iteration),
+            "config": dict(config),
+            "policy": _cpu_state_dict(policy),
+            "baseline": _cpu_state_dict(baseline),
+            "sampler": sampler.state_dict(),
+            "rng": _rng_state(),
+            "counters": dict(counters),
+        },
+        path,
+    )
+
+
+def load_checkpoint(
+    path: str | Path,
+    *,
+    config: Mapping[str, Any],
+    policy: torch.nn.Module,
+    baseline: torch.nn.Module,
+    sampler: Any,
+) -> tuple[int, dict]:
+    """Restore the state saved by :func:`save_checkpoint` into the given objects.
+
+    Restores the random generators too, so call it last, just before the loop.
+
+    :return: the number of completed iterations and the saved counters.
+    :raises ConfigError: the checkpoint belongs to another configuration.
+    """
+    # Our own file, which holds the generators' states (not only tensors).
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("version") != CHECKPOINT_VERSION:
+        raise ConfigError(f"{path}: unsupported checkpoint version {state.get('version')!r}")
+    differences = config_diff(state["config"], config, ignore=RESUMABLE_CHANGES)
+    if differences:
+        raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
+    policy.load_state_dict(state["policy"])
+    baseline.load_state_dict(state["baseline"])
+    sampler.load_state_dict(state["sampler"])
+    _set_rng_state(state["rng"])
+    return int(state["iteration"]), dict(state["counters"])
+
+
+# ------------------------------------------------------------------- metrics
+def mean_returns(episodes: Iterable[Any]) -> np.ndarray:
+    """``[num_tasks, batch_size]`` undiscounted returns of each task's episodes."""
+    return np.stack([batch.total_rewards.detach().cpu().numpy() for batch in episodes])
+
+
+def episode_stats(train_episodes: Sequence[Sequence[Any]], valid_episodes: Sequence[Any]) -> dict[str, float]:
+    """Returns before adaptation (``train_episodes[0]``) and after (``valid_episodes``), and env steps.
+
+    :return: ``return_before``, ``return_after`` (means over every episode of
+        every task) and ``env_steps`` (steps taken in all the batches).
+    """
+    all_batches = [batch for step in train_episodes for batch in step] + list(valid_episodes)
+    before = train_episodes[0] if train_episodes else valid_episodes
+    return {
+        "return_before": float(mean_returns(before).mean()),
+        "return_after": float(mean_returns(valid_episodes).mean()),
+        "env_steps": int(sum(int(batch.lengths.sum()) for batch in all_batches)),
+    }
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return value.item() if value.numel() == 1 else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+_TB_GROUPS = ("return", "loss", "kl", "time")
+
+
+class MetricsLogger:
+    """Per-iteration metrics to ``metrics.jsonl`` and, if available, TensorBoard.
+
+    On a resumed run, lines of iterations at or after ``start_iteration`` (an
+    iteration done again after the restart) and any partial last line are
+    dropped first, so the file ends up with one line per iteration.
+
+    :param folder: the run's output folder.
+    :param start_iteration: first iteration this process will log.
+    :param tensorboard: also write TensorBoard events (``folder/tensorboard``)
+        when ``torch.utils.tensorboard`` and tensorboard can be imported.
+    """
+
+    def __init__(self, folder: str | Path, start_iteration: int = 0, tensorboard: bool = True) -> None:
+        self.path = Path(folder) / METRICS_FILE
+        self._truncate(start_iteration)
+        self._file = open(self.path, "a")
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                pass
+            else:
+                # Events at or after start_iteration (from before a restart) are discarded.
+                self.writer = SummaryWriter(str(Path(folder) / TENSORBOARD_DIR), purge_step=start_iteration)
+
+    def _truncate(self, start_iteration: int) -> None:
+        if not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short when the run was killed
+            if isinstance(record, dict) and record.get("iteration", start_iteration) < start_iteration:
+                kept.append(line + "\n")
+        _atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
+
+    def log(self, metrics: Mapping[str, Any]) -> None:
+        """Append one iteration's metrics (``metrics["iteration"]`` is the step)."""
+        record = {key: _json_value(value) for key, value in metrics.items()}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        if self.writer is not None:
+            step = int(record["iteration"])
+            for key, value in record.items():
+                if key == "iteration" or isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                group, _, rest = key.partition("_")
+                tag = f"{group}/{rest}" if group in _TB_GROUPS and rest else key
+                self.writer.add_scalar(tag, value, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        self._file.close()
+        if self.writer is not None:
+            self.writer.close()
+
+    def __enter__(self) -> "MetricsLogger":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+

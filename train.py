@@ -1,0 +1,182 @@
+"""Meta-train a policy with MAML-TRPO.
+
+    python train.py                                   # 2D navigation into runs/2d-navigation
+    python train.py --config configs/maml/halfcheetah-vel.yaml --output-folder runs/cheetah-vel --seed 1
+    python train.py --output-folder runs/cheetah-vel --resume              # continue a stopped run
+    python train.py --num-batches 2 --set fast-batch-size=5 \\
+        --set env-kwargs.max_episode_steps=20 --output-folder /tmp/smoke  # quick smoke run
+
+Every iteration samples ``meta-batch-size`` tasks, collects ``fast-batch-size``
+episodes per task before each of the ``num-steps`` inner gradient steps and
+after the last one, and takes one TRPO step on the meta-parameters. The
+output folder receives:
+
+    config.json     the resolved configuration, seed included
+    policy.th       the policy's state_dict, saved every iteration
+    checkpoint.pt   the complete state of the run, saved atomically every iteration
+    metrics.jsonl   one JSON line of metrics per iteration
+    tensorboard/    the same metrics, when tensorboard is installed
+
+A run stopped at any moment and continued with ``--resume`` (optionally with a
+larger ``--num-batches``) ends with the same policy as a run never stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from gymnasium import spaces
+from tqdm import tqdm
+
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.config import ConfigError, build_env, parse_override
+from maml_rl.metalearners import MAMLTRPO
+from maml_rl.policies import get_policy_for_env
+from maml_rl.samplers import MultiTaskSampler
+from maml_rl.training import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    POLICY_FILE,
+    MetricsLogger,
+    atomic_save,
+    atomic_write_json,
+    episode_stats,
+    load_checkpoint,
+    resolve_device,
+    resolve_run_config,
+    save_checkpoint,
+)
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "maml" / "2d-navigation.yaml"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Model-Agnostic Meta-Learning (MAML) for reinforcement learning: meta-training with TRPO.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[0],
+    )
+    parser.add_argument("--config", type=str, default=None,
+        help=f"YAML configuration (default: configs/maml/{DEFAULT_CONFIG.name}; "
+             "with --resume: the run's own config.json)")
+    parser.add_argument("--output-folder", type=str, default=None,
+        help="folder of the run (default: runs/<name of the config file>)")
+    parser.add_argument("--seed", type=int, default=None,
+        help="seed of the run (default: the config's seed, else a random one, recorded in config.json)")
+    parser.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
+        help="environment worker processes; 0 steps the environments in this process "
+             f"(default: the number of CPUs, {os.cpu_count()})")
+    parser.add_argument("--device", type=str, default="cpu",
+        help="device of the policy and the meta-learner: cpu or cuda (default: cpu)")
+    parser.add_argument("--resume", action="store_true",
+        help="continue the run in --output-folder from its last checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+        help="start again in an --output-folder that already holds a run")
+    overrides = parser.add_argument_group("overrides of the configuration")
+    overrides.add_argument("--num-batches", type=int, default=None,
+        help="number of meta-updates (e.g. 2 for a smoke run; with --resume, to train longer)")
+    overrides.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="set any configuration key, value read as YAML; repeatable "
+             "(e.g. --set fast-batch-size=5 --set env-kwargs.max_episode_steps=20)")
+    args = parser.parse_args(argv)
+    if args.num_workers < 0:
+        parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
+    if args.output_folder is None:
+        name = Path(args.config).stem if args.config is not None else DEFAULT_CONFIG.stem
+        args.output_folder = os.path.join("runs", name)
+    return args
+
+
+def main(argv: list[str] | None = None) -> Path:
+    args = parse_args(argv)
+    output = Path(args.output_folder)
+
+    # Everything is checked before any work starts or any file is written.
+    overrides = [parse_override(text) for text in args.overrides]
+    if args.num_batches is not None:
+        overrides.append(("num-batches", args.num_batches))
+    config, has_checkpoint = resolve_run_config(
+        output, args.config, overrides, default_config=DEFAULT_CONFIG,
+        seed=args.seed, resume=args.resume, overwrite=args.overwrite,
+    )
+    device = resolve_device(args.device)
+    env = build_env(config)
+
+    output.mkdir(parents=True, exist_ok=True)
+    if args.overwrite and not args.resume:
+        (output / CHECKPOINT_FILE).unlink(missing_ok=True)
+    atomic_write_json(config, output / CONFIG_FILE)
+
+    torch.manual_seed(config["seed"])
+    policy = get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
+    baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
+    env.close()
+    metalearner = MAMLTRPO(policy, fast_lr=config["fast-lr"], num_steps=config["num-steps"],
+                           first_order=config["first-order"], device=device)
+    sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
+                               seed=config["seed"], num_workers=args.num_workers)
+
+    with sampler:
+        start, counters = 0, {"total_env_steps": 0}
+        if has_checkpoint:
+            start, counters = load_checkpoint(output / CHECKPOINT_FILE, config=config,
+                                              policy=policy, baseline=baseline, sampler=sampler)
+        num_batches = config["num-batches"]
+        progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
+                        desc=config["env-name"], unit="batch", dynamic_ncols=True)
+        with MetricsLogger(output, start_iteration=start) as logger, progress:
+            for iteration in progress:
+                # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
+                start_time = time.perf_counter()
+                tasks = sampler.sample_tasks(config["meta-batch-size"])
+                train_episodes, valid_episodes = sampler.sample(
+                    tasks, num_steps=config["num-steps"], fast_lr=config["fast-lr"],
+                    gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
+                )
+                sampled_time = time.perf_counter()
+
+                # Outer loop: one TRPO step on the loss of the adapted policies.
+                logs = metalearner.step(
+                    train_episodes, valid_episodes,
+                    max_kl=config["max-kl"], cg_iters=config["cg-iters"], cg_damping=config["cg-damping"],
+                    ls_max_steps=config["ls-max-steps"], ls_backtrack_ratio=config["ls-backtrack-ratio"],
+                )
+                optimized_time = time.perf_counter()
+
+                stats = episode_stats(train_episodes, valid_episodes)
+                counters["total_env_steps"] += stats["env_steps"]
+                logger.log({
+                    "iteration": iteration,
+                    **stats,
+                    "total_env_steps": counters["total_env_steps"],
+                    **logs,
+                    "time_sampling": sampled_time - start_time,
+                    "time_optimization": optimized_time - sampled_time,
+                })
+                progress.set_postfix({"before": f"{stats['return_before']:.2f}", "after": f"{stats['return_after']:.2f}"})
+
+                # The checkpoint comes last: once it is written, the iteration is done.
+                atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
+                            output / POLICY_FILE)
+                save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config,
+                                policy=policy, baseline=baseline, sampler=sampler, counters=counters)
+
+    if start >= num_batches:
+        print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do", file=sys.stderr)
+    return output
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted: continue with --resume (same --output-folder)", file=sys.stderr)
+        sys.exit(130)

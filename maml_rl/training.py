@@ -35,6 +35,7 @@ __all__ = [
     "POLICY_FILE",
     "MetricsLogger",
     "atomic_save",
+    "atomic_write",
     "atomic_write_json",
     "episode_stats",
     "load_checkpoint",
@@ -57,7 +58,7 @@ RESUMABLE_CHANGES = ("num-batches",)
 
 
 # --------------------------------------------------------------------- files
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     """Write ``path`` through a temporary file in the same folder and ``os.replace``.
 
     A reader (or a run killed at any moment) sees the old file or the new one,
@@ -81,13 +82,13 @@ def _atomic_write(path: Path, write) -> None:
 
 def atomic_save(obj: Any, path: str | Path) -> None:
     """``torch.save(obj, path)``, atomically."""
-    _atomic_write(Path(path), lambda f: torch.save(obj, f))
+    atomic_write(Path(path), lambda f: torch.save(obj, f))
 
 
 def atomic_write_json(obj: Any, path: str | Path) -> None:
     """Write ``obj`` as indented JSON to ``path``, atomically."""
     text = json.dumps(obj, indent=2) + "\n"
-    _atomic_write(Path(path), lambda f: f.write(text.encode()))
+    atomic_write(Path(path), lambda f: f.write(text.encode()))
 
 
 # -------------------------------------------------------------------- device
@@ -336,7 +337,7 @@ class MetricsLogger:
                 continue  # a line cut short when the run was killed
             if isinstance(record, dict) and record.get("iteration", start_iteration) < start_iteration:
                 kept.append(line + "\n")
-        _atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
+        atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
 
     def log(self, metrics: Mapping[str, Any]) -> None:
         """Append one iteration's metrics (``metrics["iteration"]`` is the step)."""

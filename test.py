@@ -1,0 +1,186 @@
+"""Evaluate a meta-trained policy on held-out tasks.
+
+    python test.py --config runs/2d-navigation/config.json --policy runs/2d-navigation/policy.th \\
+        --output runs/2d-navigation/results.npz
+    # the MAML paper's 2D navigation evaluation: 40 test tasks, up to 3 gradient steps
+    python test.py --config runs/2d-navigation/config.json --meta-batch-size 40 --num-batches 1 \\
+        --num-steps 3 --plot runs/2d-navigation/results.png
+
+For each of ``--num-batches`` batches of ``--meta-batch-size`` new tasks (drawn
+with a seed different from training by default), the policy is adapted with
+``--num-steps`` gradient steps of the config's ``fast-lr``, collecting
+``fast-batch-size`` episodes before each step and after the last one.
+
+``results.npz`` (load with ``numpy.load(path, allow_pickle=True)``) holds:
+
+    tasks             [N*M] object array of the task dicts
+    train_returns     [N*M, B] returns of each episode before adaptation
+    valid_returns     [N*M, B] returns of each episode after the K steps
+    returns_per_step  [K+1, N*M] mean return of each task after 0..K steps
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from tqdm import trange
+
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.config import ConfigError, build_env, load_config
+from maml_rl.policies import get_policy_for_env
+from maml_rl.samplers import MultiTaskSampler
+from maml_rl.training import atomic_write, mean_returns, resolve_device
+
+__all__ = ["main", "parse_args", "summary_table"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Model-Agnostic Meta-Learning (MAML) for reinforcement learning: evaluation on new tasks.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    parser.add_argument("--config", type=str, required=True,
+        help="configuration of the run (its config.json, or a YAML config)")
+    parser.add_argument("--policy", type=str, default=None,
+        help="policy state_dict (default: policy.th next to --config)")
+    parser.add_argument("--output", type=str, default=None,
+        help="results file (default: results.npz next to --config)")
+    evaluation = parser.add_argument_group("evaluation")
+    evaluation.add_argument("--meta-batch-size", type=int, default=None,
+        help="tasks per batch (default: the config's meta-batch-size)")
+    evaluation.add_argument("--num-batches", type=int, default=1,
+        help="batches of tasks (default: 1)")
+    evaluation.add_argument("--num-steps", type=int, default=None,
+        help="adaptation gradient steps (default: the config's num-steps)")
+    evaluation.add_argument("--fast-batch-size", type=int, default=None,
+        help="episodes per task per step (default: the config's fast-batch-size)")
+    misc = parser.add_argument_group("miscellaneous")
+    misc.add_argument("--seed", type=int, default=None,
+        help="seed of the evaluation (default: the training seed + 1, so the tasks differ from training)")
+    misc.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
+        help=f"environment worker processes; 0 steps the environments in this process (default: {os.cpu_count()})")
+    misc.add_argument("--device", type=str, default="cpu", help="device of the policy: cpu or cuda (default: cpu)")
+    misc.add_argument("--plot", type=str, default=None, metavar="PNG",
+        help="also plot the mean return against the number of adaptation steps (needs matplotlib)")
+    args = parser.parse_args(argv)
+    for name in ("meta_batch_size", "num_batches", "num_steps", "fast_batch_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.num_workers < 0:
+        parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
+    if args.seed is not None and args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
+    folder = Path(args.config).parent
+    args.policy = args.policy or str(folder / "policy.th")
+    args.output = args.output or str(folder / "results.npz")
+    return args
+
+
+def summary_table(returns_per_step: np.ndarray) -> str:
+    """``step | mean return ± std over tasks`` for a ``[K+1, num_tasks]`` array."""
+    lines = ["step | mean return ± std over tasks", "-----+------------------------------"]
+    for step, returns in enumerate(returns_per_step):
+        note = "  (before adaptation)" if step == 0 else ""
+        lines.append(f"{step:4d} | {returns.mean():12.3f} ± {returns.std():.3f}{note}")
+    return "\n".join(lines)
+
+
+def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> None:
+    """PNG of the mean return (± std over tasks) against the number of adaptation steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.arange(len(returns_per_step))
+    mean, std = returns_per_step.mean(axis=1), returns_per_step.std(axis=1)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(steps, mean, marker="o")
+    ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
+    ax.set_xticks(steps)
+    ax.set_xlabel("number of gradient steps")
+    ax.set_ylabel("mean return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
+    args = parse_args(argv)
+
+    # Everything is checked before any work starts.
+    config = load_config(args.config)
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ConfigError("--plot needs matplotlib: pip install matplotlib (or pip install 'maml_rl[plot]')") from None
+    if not Path(args.policy).is_file():
+        raise ConfigError(f"--policy {args.policy}: no such file")
+    device = resolve_device(args.device)
+    env = build_env(config)
+    seed = args.seed if args.seed is not None else (config["seed"] or 0) + 1
+    num_steps = args.num_steps or config["num-steps"]
+    meta_batch_size = args.meta_batch_size or config["meta-batch-size"]
+    batch_size = args.fast_batch_size or config["fast-batch-size"]
+
+    policy = get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
+    try:
+        policy.load_state_dict(torch.load(args.policy, map_location="cpu", weights_only=True))
+    except (RuntimeError, KeyError) as exc:
+        raise ConfigError(f"--policy {args.policy} does not fit the policy of {args.config}: {exc}") from None
+    policy.to(device)
+    baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
+    env.close()
+
+    tasks, per_step = [], []  # per_step[batch]: [K+1, M, B] returns
+    with MultiTaskSampler(config["env-name"], config["env-kwargs"], batch_size, policy, baseline,
+                          seed=seed, num_workers=args.num_workers) as sampler:
+        for _ in trange(args.num_batches, desc="evaluation", unit="batch", dynamic_ncols=True):
+            batch_tasks = sampler.sample_tasks(meta_batch_size)
+            # train_episodes[k]: after k adaptation steps; valid_episodes: after num_steps.
+            train_episodes, valid_episodes = sampler.sample(
+                batch_tasks, num_steps=num_steps, fast_lr=config["fast-lr"],
+                gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
+            )
+            tasks.extend(batch_tasks)
+            per_step.append(np.stack([mean_returns(episodes) for episodes in [*train_episodes, valid_episodes]]))
+
+    returns = np.concatenate(per_step, axis=1)  # [K+1, N*M, B]
+    task_array = np.empty(len(tasks), dtype=object)
+    task_array[:] = tasks
+    results = {
+        "tasks": task_array,
+        "train_returns": returns[0],
+        "valid_returns": returns[-1],
+        "returns_per_step": returns.mean(axis=2),
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.output, lambda f: np.savez(f, **results))
+
+    print(f"{config['env-name']}: {args.policy} on {len(tasks)} new tasks (seed {seed}), "
+          f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}")
+    print(summary_table(results["returns_per_step"]))
+    print(f"results written to {args.output}")
+    if args.plot is not None:
+        plot_returns(results["returns_per_step"], args.plot, f"{config['env-name']} ({len(tasks)} tasks)")
+        print(f"plot written to {args.plot}")
+    return results
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -174,7 +174,7 @@ def test_step_improves_the_surrogate_within_the_trust_region(discrete, num_steps
     _, loss, kl = per_task_objectives(policy, train, valid, fast_lr=0.3)
     logs = learner.step(train, valid, max_kl=1e-2, cg_iters=5)
     assert_valid_step(logs, policy, before, max_kl=1e-2)
-    assert logs["accepted"] == 1.0
+    assert logs["accepted"] is True
     assert 1 <= logs["ls_steps"] <= 10
     assert logs["kl_before"] == pytest.approx(0.0, abs=1e-7)
     assert logs["loss_before"] == pytest.approx(loss(before.clone().requires_grad_()).item(), abs=1e-6)
@@ -190,7 +190,7 @@ def test_step_restores_the_parameters_when_no_step_is_accepted(monkeypatch):
     before = flatten_tensors(policy.parameters()).detach().clone()
     monkeypatch.setattr(learner, "_evaluate", lambda *args: (float("inf"), 0.0))
     logs = learner.step(train, valid, ls_max_steps=4)
-    assert logs["accepted"] == 0.0
+    assert logs["accepted"] is False
     assert logs["ls_steps"] == 4
     assert logs["loss_after"] == logs["loss_before"]
     assert_valid_step(logs, policy, before, max_kl=1e-3)
@@ -202,7 +202,7 @@ def test_step_with_zero_advantages_does_not_move():
         episodes.advantages = torch.zeros_like(episodes.rewards)
     before = flatten_tensors(policy.parameters()).detach().clone()
     logs = MAMLTRPO(policy, fast_lr=0.3).step(train, valid)
-    assert logs["accepted"] == 0.0 and logs["ls_steps"] == 0
+    assert logs["accepted"] is False and logs["ls_steps"] == 0
     assert_valid_step(logs, policy, before, max_kl=1e-3)
 
 

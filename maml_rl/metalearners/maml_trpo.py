@@ -308,7 +308,7 @@ class MAMLTRPO:
         cg_damping: float = 1e-2,
         ls_max_steps: int = 10,
         ls_backtrack_ratio: float = 0.5,
-    ) -> dict[str, float]:
+    ) -> dict[str, float | int | bool]:
         """One TRPO meta-update of the policy's parameters.
 
         :param train_episodes: ``train_episodes[step][task]``, gathered before inner step ``step``
@@ -320,8 +320,8 @@ class MAMLTRPO:
         :param ls_max_steps: maximum number of line-search steps.
         :param ls_backtrack_ratio: step shrink factor between line-search steps.
         :return: ``loss_before``, ``loss_after``, ``kl_before``, ``kl_after`` (at the final
-            parameters), ``ls_steps`` (line-search trials evaluated), ``accepted`` (1.0 if the
-            parameters moved) and timings in seconds: ``time_adapt`` (inner loop),
+            parameters), ``ls_steps`` (number of line-search trials evaluated), ``accepted`` (whether
+            the parameters moved) and timings in seconds: ``time_adapt`` (inner loop),
             ``time_loss_grad`` (outer loss and meta-gradient), ``time_cg`` (conjugate gradient),
             ``time_line_search`` and ``time_total``.
         """
@@ -369,8 +369,8 @@ class MAMLTRPO:
             "loss_after": loss_after,
             "kl_before": kl_before,
             "kl_after": kl_after,
-            "ls_steps": float(ls_steps),
-            "accepted": float(accepted),
+            "ls_steps": ls_steps,
+            "accepted": accepted,
             "time_adapt": timings["time_adapt"],
             "time_loss_grad": timings["time_loss_grad"],
             "time_cg": timings["time_cg"],

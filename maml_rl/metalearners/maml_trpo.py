@@ -80,10 +80,11 @@ class _MetaGraph:
         # Chain rule across the cut: d loss / d outer, then back through the inner loop.
         grad_outer = _grad([self.loss], self.outer)
         self.loss_grad = flatten_tensors(_grad(self.adapted, self.params, grad_outer))
-        # With one inner step (or none differentiated) d adapted / d expanded is
+        # With one inner step, d adapted / d expanded is
         # I - fast_lr * Hessian of the inner loss: symmetric, so a backward pass
         # gives its product with a vector.
-        self.symmetric_adaptation = learner.first_order or len(train_batches) == 1
+        self.first_order = learner.first_order
+        self.symmetric_adaptation = len(train_batches) == 1
         self.t_loss_grad = time.perf_counter()
 
     def kl_hessian_vector_product(self, valid: TaskBatch, damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -109,7 +110,13 @@ class _MetaGraph:
         dist_dummies = [torch.zeros_like(t, requires_grad=True) for t in dist]
         policy_vjp = _grad(dist, self.outer, dist_dummies, create_graph=True)
 
-        if self.symmetric_adaptation:
+        if self.first_order:
+
+            def adaptation_jvp(tangents: TensorList) -> TensorList:
+                # First order: the adapted parameters move one-for-one with the meta-parameters.
+                return tangents
+
+        elif self.symmetric_adaptation:
 
             def adaptation_jvp(tangents: TensorList) -> TensorList:
                 return _grad(self.adapted, self.expanded, tangents)

@@ -1,0 +1,190 @@
+"""Configuration files: every shipped config is valid, and mistakes are reported precisely."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import maml_rl.envs
+from maml_rl.config import (
+    CONFIG_KEYS,
+    ConfigError,
+    apply_overrides,
+    build_env,
+    load_config,
+    parse_override,
+    read_config_file,
+    validate_config,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "configs").rglob("*.yaml"))
+
+MINIMAL = {
+    "env-name": "2DNavigation-v0",
+    "gamma": 0.99,
+    "hidden-sizes": [64, 64],
+    "nonlinearity": "tanh",
+    "fast-batch-size": 20,
+    "fast-lr": 0.1,
+    "num-batches": 10,
+    "meta-batch-size": 20,
+}
+
+
+def test_configs_are_shipped():
+    names = {str(path.relative_to(ROOT / "configs")) for path in SHIPPED}
+    expected = {
+        f"maml/{name}.yaml"
+        for name in ("2d-navigation", "halfcheetah-vel", "halfcheetah-dir", "ant-vel", "ant-dir", "ant-goal",
+                     "tabular-mdp")
+    } | {f"maml/bandit/bandit-k{k}-n{n}.yaml" for k in (5, 10, 50) for n in (10, 100, 500)}
+    assert expected <= names
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.stem)
+def test_shipped_config_is_valid_and_builds_its_env(path):
+    # Written out in full, as the reference configs: every key but the seed (env-kwargs when any).
+    assert set(read_config_file(path)) | {"seed", "env-kwargs"} == set(CONFIG_KEYS)
+    config = load_config(path)
+    assert config["env-name"] in maml_rl.envs.ENV_IDS
+    env = build_env(config)
+    try:
+        assert hasattr(env.unwrapped, "sample_tasks")
+        if "max_episode_steps" in config["env-kwargs"]:
+            assert env.spec.max_episode_steps == config["env-kwargs"]["max_episode_steps"]
+    finally:
+        env.close()
+
+
+def test_2d_navigation_matches_the_reference():
+    config = load_config(ROOT / "configs/maml/2d-navigation.yaml")
+    assert config == {
+        "env-name": "2DNavigation-v0", "env-kwargs": {"low": -0.5, "high": 0.5}, "gamma": 0.99,
+        "gae-lambda": 1.0, "first-order": False, "hidden-sizes": [64, 64], "nonlinearity": "Tanh",
+        "fast-batch-size": 20, "num-steps": 1, "fast-lr": 0.1, "num-batches": 500, "meta-batch-size": 20,
+        "max-kl": 1.0e-2, "cg-iters": 10, "cg-damping": 1.0e-5, "ls-max-steps": 15, "ls-backtrack-ratio": 0.8,
+        "seed": None,
+    }
+
+
+def test_bandit_config_values():
+    config = load_config(ROOT / "configs/maml/bandit/bandit-k50-n100.yaml")
+    assert config["env-name"] == "Bandit-K50-v0"
+    assert config["env-kwargs"] == {}
+    assert (config["fast-batch-size"], config["fast-lr"], config["gamma"]) == (100, 0.5, 0.95)
+    assert (config["hidden-sizes"], config["nonlinearity"], config["meta-batch-size"]) == ([32, 32], "relu", 20)
+
+
+def test_mujoco_config_values():
+    config = load_config(ROOT / "configs/maml/ant-goal.yaml")
+    assert config["env-name"] == "AntPos-v5"
+    assert config["env-kwargs"] == {"low": -3.0, "high": 3.0, "normalization_scale": 10.0, "max_episode_steps": 100}
+    assert config["meta-batch-size"] == 40
+
+
+def test_unknown_key_names_it_and_lists_valid_keys():
+    with pytest.raises(ConfigError) as info:
+        validate_config({**MINIMAL, "fast_lr": 0.1}, source="my.yaml")
+    message = str(info.value)
+    assert "my.yaml" in message
+    assert "unknown key 'fast_lr'" in message and "did you mean 'fast-lr'" in message
+    assert "valid keys are: " + ", ".join(CONFIG_KEYS) in message
+
+
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("fast-lr", "0.1", "expected a number > 0"),
+        ("fast-lr", -0.1, "expected a number > 0"),
+        ("fast-batch-size", -5, "expected an integer >= 1"),
+        ("fast-batch-size", 2.5, "expected an integer >= 1"),
+        ("meta-batch-size", True, "expected an integer >= 1"),
+        ("gamma", 1.5, "expected a number in [0, 1]"),
+        ("first-order", "yes", "expected true or false"),
+        ("hidden-sizes", [64, 0], "expected a list of integers >= 1"),
+        ("nonlinearity", "tanhh", "valid names are"),
+        ("env-kwargs", [1, 2], "expected a mapping"),
+        ("ls-backtrack-ratio", 1.0, "expected a number in (0, 1)"),
+        ("seed", -1, "expected null or an integer"),
+    ],
+)
+def test_wrong_value_names_key_value_and_expectation(key, value, expected):
+    with pytest.raises(ConfigError) as info:
+        validate_config({**MINIMAL, key: value})
+    message = str(info.value)
+    assert f"{key}: got {value!r}" in message
+    assert expected in message
+
+
+def test_every_problem_is_reported_at_once():
+    raw = {**MINIMAL, "fast-lr": "0.1", "meta-batch-size": 0, "fast_lr": 1}
+    del raw["gamma"]
+    message = str(pytest.raises(ConfigError, validate_config, raw).value)
+    for part in ("fast-lr: got '0.1'", "meta-batch-size: got 0", "unknown key 'fast_lr'", "missing key 'gamma'"):
+        assert part in message
+
+
+def test_unknown_env_id_suggests_close_ids():
+    with pytest.raises(ConfigError) as info:
+        validate_config({**MINIMAL, "env-name": "2DNavigaton-v0"})
+    message = str(info.value)
+    assert "env-name" in message and "'2DNavigaton-v0'" in message
+    assert "2DNavigation-v0" in message  # the close id, and the list of maml_rl's ids
+    assert "HalfCheetahVel-v5" in message
+
+
+def test_defaults_and_number_normalisation():
+    config = validate_config({**MINIMAL, "fast-lr": 1})
+    assert config["fast-lr"] == 1.0 and isinstance(config["fast-lr"], float)
+    assert config["env-kwargs"] == {} and config["seed"] is None
+    assert (config["num-steps"], config["first-order"], config["max-kl"]) == (1, False, 1e-2)
+    assert list(config) == list(CONFIG_KEYS)
+
+
+def test_yaml_reads_exponent_without_dot_as_float(tmp_path):
+    path = tmp_path / "config.yaml"
+    lines = [f"{key}: {json.dumps(value)}" for key, value in MINIMAL.items()]
+    path.write_text("\n".join(lines + ["max-kl: 1e-3", "cg-damping: 1E-5"]) + "\n")
+    config = load_config(path)
+    assert config["max-kl"] == 1e-3 and config["cg-damping"] == 1e-5
+
+
+def test_json_round_trip(tmp_path):
+    config = validate_config({**MINIMAL, "seed": 3})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert load_config(path) == config
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_config(tmp_path / "list.yaml")
+    (tmp_path / "broken.yaml").write_text("gamma: [0.9\n")
+    with pytest.raises(ConfigError, match="cannot parse config file"):
+        load_config(tmp_path / "broken.yaml")
+
+
+def test_overrides():
+    assert parse_override("hidden-sizes=[8, 8]") == ("hidden-sizes", [8, 8])
+    assert parse_override("fast-lr=1e-2") == ("fast-lr", 0.01)
+    assert parse_override("env-kwargs.max_episode_steps=10") == ("env-kwargs.max_episode_steps", 10)
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_override("fast-lr")
+    config = apply_overrides({**MINIMAL, "env-kwargs": {"low": -0.5}}, [("env-kwargs.high", 0.5), ("gamma", 0.9)])
+    assert config["env-kwargs"] == {"low": -0.5, "high": 0.5} and config["gamma"] == 0.9
+
+
+def test_env_kwargs_rejected_by_the_env():
+    config = validate_config({**MINIMAL, "env-kwargs": {"speed": 3}})
+    with pytest.raises(ConfigError, match="env-kwargs: 2DNavigation-v0 cannot be built"):
+        build_env(config)
+
+
+def test_non_meta_env_is_rejected():
+    config = validate_config({**MINIMAL, "env-name": "CartPole-v1"})
+    with pytest.raises(ConfigError, match="not a meta-learning environment"):
+        build_env(config)

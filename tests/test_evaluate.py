@@ -1,0 +1,134 @@
+"""test.py: evaluation of a trained policy on new tasks."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from maml_rl.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = {
+    "env-name": "2DNavigation-v0",
+    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
+    "gamma": 0.99,
+    "hidden-sizes": [16, 16],
+    "nonlinearity": "tanh",
+    "fast-batch-size": 4,
+    "fast-lr": 0.1,
+    "num-batches": 1,
+    "meta-batch-size": 3,
+}
+
+
+def load_script(name):
+    # Not imported as "test": that is the name of the standard library's test package.
+    spec = importlib.util.spec_from_file_location(f"maml_rl_script_{name}", ROOT / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train = load_script("train")
+evaluate = load_script("test")
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("evaluate")
+    config = folder / "small.yaml"
+    config.write_text(yaml.safe_dump(SMALL))
+    train.main(["--config", str(config), "--output-folder", str(folder / "run"), "--num-workers", "0", "--seed", "5"])
+    return folder / "run"
+
+
+def run_eval(folder, *extra):
+    return evaluate.main(["--config", str(folder / "config.json"), "--num-workers", "0", *extra])
+
+
+def test_results_shapes_and_keys(run_folder, tmp_path, capsys):
+    output = tmp_path / "results.npz"
+    returned = run_eval(run_folder, "--output", str(output), "--meta-batch-size", "3", "--num-batches", "2",
+                        "--num-steps", "2")
+    with np.load(output, allow_pickle=True) as results:
+        assert set(results.files) == {"tasks", "train_returns", "valid_returns", "returns_per_step"}
+        tasks = results["tasks"]
+        assert tasks.shape == (6,) and tasks.dtype == object
+        assert all(isinstance(task, dict) and task["goal"].shape == (2,) for task in tasks)
+        assert results["train_returns"].shape == (6, 4)
+        assert results["valid_returns"].shape == (6, 4)
+        per_step = results["returns_per_step"]
+        assert per_step.shape == (3, 6)
+        np.testing.assert_allclose(per_step[0], results["train_returns"].mean(axis=1), rtol=1e-6)
+        np.testing.assert_allclose(per_step[-1], results["valid_returns"].mean(axis=1), rtol=1e-6)
+        # 2D navigation rewards are negative distances.
+        assert (results["train_returns"] <= 0).all()
+        for key in ("train_returns", "valid_returns", "returns_per_step"):
+            np.testing.assert_array_equal(results[key], returned[key])
+
+    table = capsys.readouterr().out
+    assert "step | mean return ± std over tasks" in table
+    for step in range(3):
+        mean, std = per_step[step].mean(), per_step[step].std()
+        assert f"{step:4d} | {mean:12.3f} ± {std:.3f}" in table
+
+
+def test_defaults_follow_the_run(run_folder):
+    results = run_eval(run_folder)  # policy.th and results.npz next to config.json
+    assert (run_folder / "results.npz").is_file()
+    # meta-batch-size and num-steps of the config, one batch.
+    assert results["returns_per_step"].shape == (2, SMALL["meta-batch-size"])
+    assert results["train_returns"].shape == (SMALL["meta-batch-size"], SMALL["fast-batch-size"])
+
+
+def test_held_out_tasks_depend_on_the_seed(run_folder, tmp_path):
+    default = run_eval(run_folder, "--output", str(tmp_path / "a.npz"))
+    same = run_eval(run_folder, "--output", str(tmp_path / "b.npz"), "--seed", "6")  # training seed + 1
+    other = run_eval(run_folder, "--output", str(tmp_path / "c.npz"), "--seed", "11")
+    np.testing.assert_array_equal(default["valid_returns"], same["valid_returns"])
+    assert not np.array_equal(default["tasks"][0]["goal"], other["tasks"][0]["goal"])
+    # The first training batch used seed 5: its tasks are not the evaluation's.
+    training_goals = run_eval(run_folder, "--output", str(tmp_path / "d.npz"), "--seed", "5")["tasks"]
+    assert not np.array_equal(default["tasks"][0]["goal"], training_goals[0]["goal"])
+
+
+def test_policy_that_does_not_fit(run_folder, tmp_path):
+    config = json.loads((run_folder / "config.json").read_text())
+    config["hidden-sizes"] = [8]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="does not fit"):
+        evaluate.main(["--config", str(tmp_path / "config.json"), "--policy", str(run_folder / "policy.th"),
+                       "--num-workers", "0"])
+    with pytest.raises(ConfigError, match="no such file"):
+        evaluate.main(["--config", str(tmp_path / "config.json"), "--num-workers", "0"])
+
+
+def test_plot(run_folder, tmp_path):
+    plot = tmp_path / "results.png"
+    args = ["--output", str(tmp_path / "results.npz"), "--plot", str(plot)]
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="--plot needs matplotlib"):
+            run_eval(run_folder, *args)
+        assert not (tmp_path / "results.npz").exists()  # stopped before any work
+    else:
+        run_eval(run_folder, *args)
+        assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_summary_table():
+    table = evaluate.summary_table(np.array([[1.0, 3.0], [2.0, 2.0]]))
+    lines = table.splitlines()
+    assert lines[2] == "   0 |        2.000 ± 1.000  (before adaptation)"
+    assert lines[3] == "   1 |        2.000 ± 0.000"
+
+
+def test_policy_file_is_a_state_dict(run_folder):
+    state = torch.load(run_folder / "policy.th", weights_only=True)
+    assert all(isinstance(value, torch.Tensor) for value in state.values())

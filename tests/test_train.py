@@ -1,0 +1,239 @@
+"""train.py: output files, metrics, exact resume, fail-fast errors and the command line."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from maml_rl.config import ConfigError, load_config
+from maml_rl.metalearners import maml_trpo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# 2D navigation, shrunk to a fraction of a second per iteration.
+SMALL = {
+    "env-name": "2DNavigation-v0",
+    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
+    "gamma": 0.99,
+    "hidden-sizes": [16, 16],
+    "nonlinearity": "tanh",
+    "fast-batch-size": 4,
+    "fast-lr": 0.1,
+    "num-batches": 3,
+    "meta-batch-size": 3,
+}
+
+METRIC_KEYS = {
+    "iteration", "return_before", "return_after", "env_steps", "total_env_steps",
+    "loss_before", "loss_after", "kl_before", "kl_after", "time_sampling", "time_optimization",
+}
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(f"maml_rl_script_{name}", ROOT / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train = load_script("train")
+
+
+def write_config(folder, **changes):
+    path = Path(folder) / "small.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, **changes}))
+    return path
+
+
+def run(config, output, *extra):
+    return train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", *extra])
+
+
+def read_metrics(folder):
+    return [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
+
+
+def load_policy(folder):
+    return torch.load(Path(folder) / "policy.th", weights_only=True)
+
+
+def assert_same_policy(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    """Three uninterrupted iterations with seed 7."""
+    folder = tmp_path_factory.mktemp("reference")
+    run(write_config(folder), folder / "run", "--seed", "7")
+    return folder / "run"
+
+
+def test_output_files(reference_run):
+    config = json.loads((reference_run / "config.json").read_text())
+    assert config == {**load_config(ROOT / "configs/maml/2d-navigation.yaml"), **SMALL, "seed": 7}
+
+    policy = load_policy(reference_run)
+    assert policy["layer1.weight"].shape == (16, 2)
+
+    checkpoint = torch.load(reference_run / "checkpoint.pt", weights_only=False)
+    assert checkpoint["iteration"] == 3
+    assert checkpoint["config"] == config
+    assert checkpoint["sampler"]["seed"] == 7
+    assert {"policy", "baseline", "sampler", "rng", "counters"} <= set(checkpoint)
+    assert_same_policy(checkpoint["policy"], policy)
+    assert not list(reference_run.glob(".*.tmp"))  # no temporary file left behind
+
+    metrics = read_metrics(reference_run)
+    assert [record["iteration"] for record in metrics] == [0, 1, 2]
+    for record in metrics:
+        assert METRIC_KEYS <= set(record)
+        assert {"time_adapt", "time_cg", "time_line_search"} <= set(record)  # the meta-learner's own split
+        # Every episode lasts 10 steps at most: tasks * episodes * (1 train + 1 valid batch).
+        assert 0 < record["env_steps"] <= 3 * 4 * 10 * 2
+    assert metrics[-1]["total_env_steps"] == sum(record["env_steps"] for record in metrics)
+    assert checkpoint["counters"]["total_env_steps"] == metrics[-1]["total_env_steps"]
+
+
+def test_resume_equals_uninterrupted(reference_run, tmp_path):
+    config = write_config(tmp_path)
+    run(config, tmp_path / "run", "--seed", "7", "--num-batches", "1")
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["num-batches"] == 1
+    run(config, tmp_path / "run", "--resume", "--num-batches", "3")
+
+    assert_same_policy(load_policy(tmp_path / "run"), load_policy(reference_run))
+    resumed, reference = read_metrics(tmp_path / "run"), read_metrics(reference_run)
+    for a, b in zip(resumed, reference, strict=True):
+        assert {k: v for k, v in a.items() if not k.startswith("time")} == {
+            k: v for k, v in b.items() if not k.startswith("time")
+        }
+
+
+def test_resume_after_a_run_killed_mid_iteration(reference_run, tmp_path, monkeypatch):
+    """Killed after the sampler has moved on but before the checkpoint: the iteration is redone identically."""
+    original_step = maml_trpo.MAMLTRPO.step
+    calls = []
+
+    def step_then_die(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", step_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        run(write_config(tmp_path), tmp_path / "run", "--seed", "7")
+    assert [record["iteration"] for record in read_metrics(tmp_path / "run")] == [0]
+    # A line half-written when the process died is dropped on resume.
+    with open(tmp_path / "run" / "metrics.jsonl", "a") as f:
+        f.write('{"iteration": 1, "return_be')
+    monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", original_step)
+
+    run(write_config(tmp_path), tmp_path / "run", "--resume")
+    assert_same_policy(load_policy(tmp_path / "run"), load_policy(reference_run))
+    assert [record["iteration"] for record in read_metrics(tmp_path / "run")] == [0, 1, 2]
+
+
+def test_mujoco_env(tmp_path):
+    config = write_config(
+        tmp_path, **{"env-name": "HalfCheetahVel-v5", "fast-batch-size": 2, "meta-batch-size": 2, "num-batches": 1,
+                     "env-kwargs": {"low": 0.0, "high": 2.0, "normalization_scale": 10.0, "max_episode_steps": 10}}
+    )
+    run(config, tmp_path / "run", "--seed", "1")
+    (record,) = read_metrics(tmp_path / "run")
+    assert record["env_steps"] == 2 * 2 * 10 * 2  # no early termination in HalfCheetah
+    assert load_policy(tmp_path / "run")["layer1.weight"].shape == (16, 20)
+
+
+def test_two_inner_steps(tmp_path):
+    run(write_config(tmp_path, **{"num-steps": 2, "num-batches": 1, "first-order": True}), tmp_path / "run")
+    (record,) = read_metrics(tmp_path / "run")
+    assert 0 < record["env_steps"] <= 3 * 4 * 10 * 3
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"fast_lr": 0.1}, "unknown key 'fast_lr' (did you mean 'fast-lr'?)"),
+        ({"fast-lr": "0.1"}, "fast-lr: got '0.1' (str), expected a number > 0"),
+        ({"fast-batch-size": -4}, "fast-batch-size: got -4 (int), expected an integer >= 1"),
+        ({"env-name": "HalfCheetahVel-v4"}, "HalfCheetahVel-v5"),
+        ({"env-kwargs": {"goal_radius": 1}}, "env-kwargs: 2DNavigation-v0 cannot be built"),
+    ],
+)
+def test_config_errors_stop_before_any_work(tmp_path, changes, message):
+    with pytest.raises(ConfigError) as info:
+        run(write_config(tmp_path, **changes), tmp_path / "run")
+    assert message in str(info.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_folder_is_protected(reference_run, tmp_path):
+    config = write_config(tmp_path)
+    with pytest.raises(ConfigError, match="already holds a training run"):
+        run(config, reference_run)
+    with pytest.raises(ConfigError, match="no run to resume"):
+        run(config, tmp_path / "nothing", "--resume")
+    with pytest.raises(ConfigError, match="only num-batches may change"):
+        run(config, reference_run, "--resume", "--set", "fast-lr=0.2")
+    with pytest.raises(ConfigError, match="--seed 8 differs"):
+        run(config, reference_run, "--resume", "--seed", "8")
+    with pytest.raises(ConfigError, match="differs from the run's"):
+        run(write_config(tmp_path, gamma=0.9), reference_run, "--resume")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_unavailable_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="CUDA is not available"):
+        run(write_config(tmp_path), tmp_path / "run", "--device", "cuda")
+    assert not (tmp_path / "run").exists()
+
+
+def test_command_line(tmp_path):
+    """train.py then test.py as real processes, with one sampler worker process."""
+    config = write_config(tmp_path, **{"num-batches": 1})
+    folder = tmp_path / "run"
+    subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "--config", str(config), "--output-folder", str(folder),
+         "--num-workers", "1", "--seed", "3"],
+        check=True, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert json.loads((folder / "config.json").read_text())["seed"] == 3
+    assert len(read_metrics(folder)) == 1
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "test.py"), "--config", str(folder / "config.json"), "--policy",
+         str(folder / "policy.th"), "--output", str(folder / "results.npz"), "--num-workers", "0",
+         "--meta-batch-size", "2"],
+        check=True, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert "step | mean return" in result.stdout
+    assert (folder / "results.npz").is_file()
+
+
+def test_command_line_config_error(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "--config", str(write_config(tmp_path, **{"meta-batch-size": 0})),
+         "--output-folder", str(tmp_path / "run")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "error: invalid configuration" in result.stderr
+    assert "meta-batch-size: got 0 (int), expected an integer >= 1" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_tensorboard_only_when_installed(reference_run):
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+    except ImportError:
+        assert not (reference_run / "tensorboard").exists()
+    else:
+        assert list((reference_run / "tensorboard").glob("events.out.tfevents.*"))

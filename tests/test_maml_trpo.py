@@ -10,7 +10,7 @@ import torch
 from torch.distributions import kl_divergence
 
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.episodes import BatchEpisodes, TaskBatch
+from maml_rl.episodes import BatchEpisodes
 from maml_rl.losses import reinforce_loss
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy

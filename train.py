@@ -47,6 +47,7 @@ from maml_rl.training import (
     atomic_write_json,
     episode_stats,
     load_checkpoint,
+    prepare_output_folder,
     resolve_device,
     resolve_run_config,
     save_checkpoint,
@@ -107,9 +108,7 @@ def main(argv: list[str] | None = None) -> Path:
     device = resolve_device(args.device)
     env = build_env(config)
 
-    output.mkdir(parents=True, exist_ok=True)
-    if args.overwrite and not args.resume:
-        (output / CHECKPOINT_FILE).unlink(missing_ok=True)
+    prepare_output_folder(output, fresh=not has_checkpoint)
     atomic_write_json(config, output / CONFIG_FILE)
 
     torch.manual_seed(config["seed"])

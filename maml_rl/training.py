@@ -40,6 +40,7 @@ __all__ = [
     "episode_stats",
     "load_checkpoint",
     "mean_returns",
+    "prepare_output_folder",
     "resolve_device",
     "resolve_run_config",
     "save_checkpoint",
@@ -78,6 +79,22 @@ def atomic_write(path: Path, write) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def prepare_output_folder(folder: str | Path, *, fresh: bool) -> Path:
+    """Create the run's folder and remove what a killed run may have left behind.
+
+    :param fresh: the run starts from scratch: an old checkpoint is removed, so
+        that a run stopped before its first checkpoint is not resumed from it.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (CONFIG_FILE, POLICY_FILE, CHECKPOINT_FILE, METRICS_FILE):
+        for temporary in folder.glob(f".{name}.*.tmp"):
+            temporary.unlink(missing_ok=True)
+    if fresh:
+        (folder / CHECKPOINT_FILE).unlink(missing_ok=True)
+    return folder
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
@@ -348,11 +365,11 @@ class MetricsLogger:
         if self.writer is not None:
             step = int(record["iteration"])
             for key, value in record.items():
-                if key == "iteration" or isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
+                if key == "iteration" or not isinstance(value, (int, float)):
+                    continue  # bools are ints: logged as 0/1
                 group, _, rest = key.partition("_")
                 tag = f"{group}/{rest}" if group in _TB_GROUPS and rest else key
-                self.writer.add_scalar(tag, value, step)
+                self.writer.add_scalar(tag, float(value), step)
             self.writer.flush()
 
     def close(self) -> None:

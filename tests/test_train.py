@@ -141,6 +141,16 @@ def test_resume_after_a_run_killed_mid_iteration(reference_run, tmp_path, monkey
     assert [record["iteration"] for record in read_metrics(tmp_path / "run")] == [0, 1, 2]
 
 
+def test_resume_a_run_killed_before_its_first_checkpoint(reference_run, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.json").write_text((reference_run / "config.json").read_text())
+    (folder / ".checkpoint.pt.123.abcd.tmp").write_bytes(b"partial")
+    run(write_config(tmp_path), folder, "--resume")
+    assert_same_policy(load_policy(folder), load_policy(reference_run))
+    assert not list(folder.glob(".*.tmp"))
+
+
 def test_mujoco_env(tmp_path):
     config = write_config(
         tmp_path, **{"env-name": "HalfCheetahVel-v5", "fast-batch-size": 2, "meta-batch-size": 2, "num-batches": 1,

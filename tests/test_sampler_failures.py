@@ -40,7 +40,7 @@ def is_running(pid: int) -> bool:
         return False
 
 
-def wait_until_gone(pids, timeout=5.0):
+def wait_until_gone(pids, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(is_running(pid) for pid in pids):
         time.sleep(0.05)
@@ -133,15 +133,16 @@ from sampler_envs import make_probe_env
 if __name__ == "__main__":
     sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,
                                num_workers=2, start_method={start_method!r})
-    sampler.rollout([{{"value": 0.0, "length": 6}}])
+    tasks = [{{"value": 0.0, "length": 6}}] * 4
+    sampler.rollout(tasks)  # the same size as below, so the pool is not rebuilt
     print(*[p.pid for p in sampler._pool._workers.processes], flush=True)
     while True:
-        sampler.rollout([{{"value": 0.0, "length": 6}}] * 4)
+        sampler.rollout(tasks)
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_signal_while_sampling_exits_without_orphans(tmp_path, signum, start_method):
     script = tmp_path / "sample_forever.py"
     script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS_DIR), start_method=start_method))

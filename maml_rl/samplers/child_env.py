@@ -14,6 +14,7 @@ pickling: actions, observations and rewards live in shared buffers.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import traceback
@@ -129,12 +130,11 @@ def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, r
     """Entry point of a ChildEnv process: build the envs, then serve commands.
 
     The main process owns the lifetime: a worker exits on ``CLOSE``, and on
-    its own when the main process has died (its parent changed).
+    its own when the main process has died.
     """
     # Ctrl-C reaches the whole process group; the main process shuts the
     # workers down, so they must not die half-way through a step.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
     views = buffers.views()
     child = None
     try:
@@ -147,15 +147,29 @@ def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, r
         return
     conn.send(("ready", None))
     try:
-        _serve(child, views, index, wake, ready, conn, parent)
+        _serve(child, views, index, wake, ready, conn, _main_process_watch())
     finally:
         child.close()
 
 
-def _serve(child: ChildEnv, views, index: int, wake, ready, conn, parent: int) -> None:
+def _main_process_watch() -> Callable[[], bool]:
+    """A check that the main process is still alive.
+
+    Under fork the main process is our parent, so a change of parent tells
+    (its sentinel pipe may be held open by sibling workers). Under forkserver
+    our parent is the forkserver, which outlives the main process while any
+    worker lives; there the parent sentinel, a pipe from the main process
+    that reads end-of-file once it has died, tells.
+    """
+    parent = os.getppid()
+    main = multiprocessing.parent_process()
+    return lambda: os.getppid() == parent and (main is None or main.is_alive())
+
+
+def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Callable[[], bool]) -> None:
     while True:
         if not wake.acquire(timeout=PARENT_CHECK_INTERVAL):
-            if os.getppid() != parent:
+            if not main_alive():
                 return
             continue
         command = int(views.command[index])

@@ -38,6 +38,7 @@ from maml_rl.config import ConfigError, build_env, parse_override
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.utils.memory import keep_freed_memory
 from maml_rl.training import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> Path:
     prepare_output_folder(output, fresh=not has_checkpoint)
     atomic_write_json(config, output / CONFIG_FILE)
 
+    keep_freed_memory()
     torch.manual_seed(config["seed"])
     policy = get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
     baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)

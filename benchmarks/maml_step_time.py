@@ -5,9 +5,9 @@ rewards, advantages from a fitted linear baseline) and times ``step()``.
 ``wall`` is elapsed time, ``cpu`` the process CPU time summed over threads
 (less sensitive to other load on a shared machine).
 
-Large temporaries make glibc map and unmap memory on every operation; with
-``MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296`` in the
-environment they are reused instead, which saves system time.
+Large temporaries make glibc map and unmap memory on every operation; the
+script keeps them instead, as train.py does (``keep_freed_memory``), unless
+given ``--default-malloc``.
 
     python benchmarks/maml_step_time.py --threads 2 --repeats 3
 """
@@ -23,6 +23,7 @@ from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.episodes import BatchEpisodes
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import NormalMLPPolicy
+from maml_rl.utils.memory import keep_freed_memory
 
 
 def make_episodes(policy: NormalMLPPolicy, num_tasks: int, batch_size: int, horizon: int) -> list[BatchEpisodes]:
@@ -54,7 +55,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--modes", nargs="+", default=["first", "second"], choices=["first", "second"])
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="keep glibc's default allocator settings (train.py tunes them)")
     args = parser.parse_args()
+    if not args.default_malloc:
+        keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

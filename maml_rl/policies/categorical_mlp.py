@@ -40,12 +40,6 @@ class CategoricalMLPPolicy(Policy):
             self.add_module(f"layer{i + 1}", nn.Linear(sizes[i], sizes[i + 1]))
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
-                nn.init.zeros_(module.bias)
-
     def forward(self, observations: torch.Tensor, params: Params | None = None) -> Categorical:
         """Action distribution; batch shape is the observations' leading shape.
 

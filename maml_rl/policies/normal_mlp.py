@@ -48,12 +48,6 @@ class NormalMLPPolicy(Policy):
         self.sigma = nn.Parameter(torch.full((self.output_size,), math.log(init_std)))
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
-                nn.init.zeros_(module.bias)
-
     def forward(self, observations: torch.Tensor, params: Params | None = None) -> Independent:
         """Action distribution; batch shape is the observations' leading shape.
 

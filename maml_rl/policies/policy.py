@@ -101,6 +101,13 @@ class Policy(nn.Module):
         self.input_size = int(input_size)
         self.output_size = int(output_size)
 
+    def reset_parameters(self) -> None:
+        """Xavier-uniform weights and zero biases for every linear layer."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+
     def named_meta_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
         """Parameters adapted in the inner loop (all trainable ones)."""
         for name, param in self.named_parameters():

@@ -21,7 +21,7 @@ from gymnasium.envs.mujoco import MujocoEnv
 
 from maml_rl.envs.meta_env import MetaEnv
 
-__all__ = ["MetaMujocoEnv", "MujocoWarning"]
+__all__ = ["DirectionTask", "MetaMujocoEnv", "MujocoWarning"]
 
 _DROPPED_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
 
@@ -162,3 +162,31 @@ class MetaMujocoEnv(MetaEnv, MujocoEnv):
 
     def _on_task_change(self) -> None:
         """Cache the task's values for ``step``."""
+
+
+class DirectionTask:
+    """Task ``{"direction": +1 or -1}``, each with probability 1/2.
+
+    A mixin placed before a ``MetaMujocoEnv`` subclass, which reads
+    ``self._direction`` in its reward.
+    """
+
+    def task_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"direction": ()}
+
+    def validate_task(self, task: Any) -> dict[str, Any]:
+        task = super().validate_task(task)
+        if task["direction"] not in (-1.0, 1.0):
+            raise ValueError(f"Task key 'direction' must be +1 or -1, got {task['direction']}.")
+        return task
+
+    def default_task(self) -> dict[str, Any]:
+        return {"direction": 1.0}
+
+    def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
+        num_tasks = self._check_num_tasks(num_tasks)
+        directions = 2 * self.np_random.binomial(1, 0.5, size=num_tasks) - 1
+        return [{"direction": float(d)} for d in directions]
+
+    def _on_task_change(self) -> None:
+        self._direction = self._task["direction"]

@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
-from maml_rl.envs.mujoco.base import MetaMujocoEnv
+from maml_rl.envs.mujoco.base import DirectionTask, MetaMujocoEnv
 
 __all__ = ["HalfCheetahEnv", "HalfCheetahVelEnv", "HalfCheetahDirEnv"]
 
@@ -110,7 +110,7 @@ class HalfCheetahVelEnv(HalfCheetahEnv):
         return -abs(forward_velocity - self._goal_velocity)
 
 
-class HalfCheetahDirEnv(HalfCheetahEnv):
+class HalfCheetahDirEnv(DirectionTask, HalfCheetahEnv):
     """HalfCheetah running forward or backward.
 
     * Task ``{"direction": +1 or -1}``, each with probability 1/2.
@@ -125,25 +125,6 @@ class HalfCheetahDirEnv(HalfCheetahEnv):
     ):
         super().__init__(task, -1.0, 1.0, normalization_scale=normalization_scale, **kwargs)
 
-    def task_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"direction": ()}
-
-    def validate_task(self, task: Any) -> dict[str, Any]:
-        task = super().validate_task(task)
-        if task["direction"] not in (-1.0, 1.0):
-            raise ValueError(f"Task key 'direction' must be +1 or -1, got {task['direction']}.")
-        return task
-
-    def default_task(self) -> dict[str, Any]:
-        return {"direction": 1.0}
-
-    def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
-        num_tasks = self._check_num_tasks(num_tasks)
-        directions = 2 * self.np_random.binomial(1, 0.5, size=num_tasks) - 1
-        return [{"direction": float(d)} for d in directions]
-
-    def _on_task_change(self) -> None:
-        self._direction = self._task["direction"]
 
     def _forward_reward(self, forward_velocity: float) -> float:
         return self._direction * forward_velocity

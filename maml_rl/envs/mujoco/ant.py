@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
-from maml_rl.envs.mujoco.base import DirectionTask, MetaMujocoEnv
+from maml_rl.envs.mujoco.base import DirectionTask, MetaMujocoEnv, VelocityTask
 
 __all__ = ["AntEnv", "AntVelEnv", "AntDirEnv", "AntPosEnv"]
 
@@ -110,7 +110,7 @@ class AntEnv(MetaMujocoEnv):
         return observation, reward, terminated, False, info
 
 
-class AntVelEnv(AntEnv):
+class AntVelEnv(VelocityTask, AntEnv):
     """Ant running at a target velocity along x.
 
     * Task ``{"velocity": float}``, uniform in ``[low, high]`` (default [0, 3]).
@@ -128,19 +128,6 @@ class AntVelEnv(AntEnv):
     ):
         super().__init__(task, low, high, normalization_scale=normalization_scale, **kwargs)
 
-    def task_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"velocity": ()}
-
-    def default_task(self) -> dict[str, Any]:
-        return {"velocity": 0.0}
-
-    def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
-        num_tasks = self._check_num_tasks(num_tasks)
-        velocities = self.np_random.uniform(self.low, self.high, size=num_tasks)
-        return [{"velocity": float(v)} for v in velocities]
-
-    def _on_task_change(self) -> None:
-        self._goal_velocity = self._task["velocity"]
 
     def _task_reward(self, xy_before, xy_after):
         forward_velocity = float(xy_after[0] - xy_before[0]) / self._dt

@@ -21,7 +21,7 @@ from gymnasium.envs.mujoco import MujocoEnv
 
 from maml_rl.envs.meta_env import MetaEnv
 
-__all__ = ["DirectionTask", "MetaMujocoEnv", "MujocoWarning"]
+__all__ = ["DirectionTask", "MetaMujocoEnv", "MujocoWarning", "VelocityTask"]
 
 _DROPPED_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
 
@@ -190,3 +190,25 @@ class DirectionTask:
 
     def _on_task_change(self) -> None:
         self._direction = self._task["direction"]
+
+
+class VelocityTask:
+    """Task ``{"velocity": float}``, uniform in ``[low, high]``.
+
+    A mixin placed before a ``MetaMujocoEnv`` subclass, which reads
+    ``self._goal_velocity`` in its reward.
+    """
+
+    def task_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"velocity": ()}
+
+    def default_task(self) -> dict[str, Any]:
+        return {"velocity": 0.0}
+
+    def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
+        num_tasks = self._check_num_tasks(num_tasks)
+        velocities = self.np_random.uniform(self.low, self.high, size=num_tasks)
+        return [{"velocity": float(v)} for v in velocities]
+
+    def _on_task_change(self) -> None:
+        self._goal_velocity = self._task["velocity"]

@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
-from maml_rl.envs.mujoco.base import DirectionTask, MetaMujocoEnv
+from maml_rl.envs.mujoco.base import DirectionTask, MetaMujocoEnv, VelocityTask
 
 __all__ = ["HalfCheetahEnv", "HalfCheetahVelEnv", "HalfCheetahDirEnv"]
 
@@ -75,7 +75,7 @@ class HalfCheetahEnv(MetaMujocoEnv):
         return observation, forward_reward - ctrl_cost, False, False, info
 
 
-class HalfCheetahVelEnv(HalfCheetahEnv):
+class HalfCheetahVelEnv(VelocityTask, HalfCheetahEnv):
     """HalfCheetah running at a target velocity.
 
     * Task ``{"velocity": float}``, uniform in ``[low, high]`` (default [0, 2]).
@@ -92,19 +92,6 @@ class HalfCheetahVelEnv(HalfCheetahEnv):
     ):
         super().__init__(task, low, high, normalization_scale=normalization_scale, **kwargs)
 
-    def task_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"velocity": ()}
-
-    def default_task(self) -> dict[str, Any]:
-        return {"velocity": 0.0}
-
-    def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
-        num_tasks = self._check_num_tasks(num_tasks)
-        velocities = self.np_random.uniform(self.low, self.high, size=num_tasks)
-        return [{"velocity": float(v)} for v in velocities]
-
-    def _on_task_change(self) -> None:
-        self._goal_velocity = self._task["velocity"]
 
     def _forward_reward(self, forward_velocity: float) -> float:
         return -abs(forward_velocity - self._goal_velocity)

@@ -166,6 +166,23 @@ def _main_process_watch() -> Callable[[], bool]:
     return lambda: os.getppid() == parent and (main is None or main.is_alive())
 
 
+class _MainProcessGone(Exception):
+    """The main process died while this worker waited on it."""
+
+
+def _receive(conn, main_alive: Callable[[], bool]) -> Any:
+    """A command's payload. The main process sends it just after the wake-up,
+    so it may die in between; under fork, sibling workers keep the pipe open
+    and no end-of-file would ever come, so wait in slices and check."""
+    while not conn.poll(PARENT_CHECK_INTERVAL):
+        if not main_alive():
+            raise _MainProcessGone
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        raise _MainProcessGone from None
+
+
 def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Callable[[], bool]) -> None:
     while True:
         if not wake.acquire(timeout=PARENT_CHECK_INTERVAL):
@@ -179,11 +196,13 @@ def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Ca
             if command == STEP:
                 child.step(int(views.step_index[index]))
             elif command == RESET_TASK:
-                child.reset_task(*conn.recv())
+                child.reset_task(*_receive(conn, main_alive))
             elif command == RESET:
-                child.reset(conn.recv())
+                child.reset(_receive(conn, main_alive))
             else:
                 raise ValueError(f"unknown command {command}")
+        except _MainProcessGone:
+            return
         except Exception:
             conn.send(("error", f"{child.describe_failure()}:\n{traceback.format_exc()}"))
             views.status[index] = FAILED

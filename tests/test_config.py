@@ -36,7 +36,7 @@ def test_configs_are_shipped():
     names = {str(path.relative_to(ROOT / "configs")) for path in SHIPPED}
     expected = {
         f"maml/{name}.yaml"
-        for name in ("2d-navigation", "halfcheetah-vel", "halfcheetah-dir", "ant-vel", "ant-dir", "ant-goal",
+        for name in ("2d-navigation", "2d-navigation-reference", "halfcheetah-vel", "halfcheetah-dir", "ant-vel", "ant-dir", "ant-goal",
                      "tabular-mdp")
     } | {f"maml/bandit/bandit-k{k}-n{n}.yaml" for k in (5, 10, 50) for n in (10, 100, 500)}
     assert expected <= names
@@ -57,8 +57,19 @@ def test_shipped_config_is_valid_and_builds_its_env(path):
         env.close()
 
 
-def test_2d_navigation_matches_the_reference():
+def test_2d_navigation_default_has_the_paper_settings():
     config = load_config(ROOT / "configs/maml/2d-navigation.yaml")
+    assert config == {
+        "env-name": "2DNavigation-v0", "env-kwargs": {"low": -0.5, "high": 0.5, "normalization_scale": 1.0},
+        "gamma": 0.99, "gae-lambda": 1.0, "first-order": False, "hidden-sizes": [100, 100], "nonlinearity": "ReLU",
+        "fast-batch-size": 20, "num-steps": 1, "fast-lr": 0.5, "num-batches": 100, "meta-batch-size": 40,
+        "max-kl": 1.0e-2, "cg-iters": 10, "cg-damping": 1.0e-5, "ls-max-steps": 15, "ls-backtrack-ratio": 0.8,
+        "seed": None,
+    }
+
+
+def test_2d_navigation_reference_port():
+    config = load_config(ROOT / "configs/maml/2d-navigation-reference.yaml")
     assert config == {
         "env-name": "2DNavigation-v0", "env-kwargs": {"low": -0.5, "high": 0.5}, "gamma": 0.99,
         "gae-lambda": 1.0, "first-order": False, "hidden-sizes": [64, 64], "nonlinearity": "Tanh",

@@ -54,6 +54,23 @@ def test_navigation_horizon():
     assert truncated and t == 99
 
 
+
+@pytest.mark.parametrize("scale", [1.0, 10.0])
+def test_navigation_normalization_scale(scale):
+    env = gym.make("2DNavigation-v0", task={"goal": [0.3, 0.0]}, normalization_scale=scale).unwrapped
+    assert env.action_space == gym.spaces.Box(-scale, scale, (2,), np.float32)
+    env.reset(seed=0)
+    # Half the scale moves half the maximal step; beyond the scale is clipped.
+    obs, reward, *_ = env.step(np.array([0.5 * scale, -2.0 * scale], np.float32))
+    np.testing.assert_allclose(obs, [0.05, -0.1], rtol=0, atol=1e-7)
+    assert reward == pytest.approx(-np.hypot(0.25, 0.1), abs=1e-6)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan")])
+def test_navigation_rejects_bad_scale(scale):
+    with pytest.raises(ValueError, match="normalization_scale must be positive"):
+        gym.make("2DNavigation-v0", normalization_scale=scale)
+
 # --------------------------------------------------------------------------
 # Bandits
 # --------------------------------------------------------------------------

@@ -18,8 +18,11 @@ class Navigation2DEnv(MetaEnv, gym.Env):
     """2D navigation to a goal (Finn et al., 2017).
 
     * Task ``{"goal": (2,)}``, goal uniform in ``[low, high]^2``.
-    * The point starts at the origin; the action, clipped to ``[-0.1, 0.1]^2``,
-      is added to its position. The observation is the position.
+    * The point starts at the origin; the action, clipped to ``[-s, s]^2`` and
+      scaled by ``0.1 / s`` (``s = normalization_scale``, default 0.1: no
+      scaling), is added to its position. The observation is the position.
+      ``normalization_scale=1`` is the original MAML code's setting, whose
+      environment wrapper mapped actions in ``[-1, 1]`` onto ``[-0.1, 0.1]``.
     * Reward ``-||position - goal||_2`` after the move; the episode terminates
       when both coordinates are within 0.01 of the goal (horizon 100 when
       made through gymnasium).
@@ -34,16 +37,21 @@ class Navigation2DEnv(MetaEnv, gym.Env):
         task: Mapping[str, Any] | None = None,
         low: float = -0.5,
         high: float = 0.5,
+        normalization_scale: float = max_action,
     ):
         if not low <= high:
             raise ValueError(f"Expected low <= high, got low={low}, high={high}.")
+        scale = float(normalization_scale)
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"normalization_scale must be positive, got {normalization_scale}.")
         self.low = float(low)
         self.high = float(high)
+        self.normalization_scale = scale
         self.observation_space = spaces.Box(
             low=-np.inf, high=np.inf, shape=(2,), dtype=np.float32
         )
         self.action_space = spaces.Box(
-            low=-self.max_action, high=self.max_action, shape=(2,), dtype=np.float32
+            low=-scale, high=scale, shape=(2,), dtype=np.float32
         )
         self._position = np.zeros(2, dtype=np.float32)
         self._goal = np.zeros(2, dtype=np.float64)
@@ -76,7 +84,10 @@ class Navigation2DEnv(MetaEnv, gym.Env):
         action = np.asarray(action, dtype=np.float32)
         if action.shape != (2,):
             raise ValueError(f"Expected an action of shape (2,), got {action.shape}.")
-        action = np.minimum(np.maximum(action, -self.max_action), self.max_action)
+        scale = self.normalization_scale
+        action = np.minimum(np.maximum(action, -scale), scale)
+        if scale != self.max_action:
+            action = action * np.float32(self.max_action / scale)
         self._position = self._position + action
         dx, dy = self._position.astype(np.float64) - self._goal
         reward = -float(np.sqrt(dx * dx + dy * dy))

@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MetaEnv", "validate_task"]
+__all__ = ["MetaEnv", "validate_normalization_scale", "validate_task"]
+
+
+def validate_normalization_scale(value: Any) -> float:
+    """``value`` as a positive finite float; a ``ValueError`` naming the keyword otherwise."""
+    scale = float(value)
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"normalization_scale must be positive, got {value}.")
+    return scale
 
 
 def validate_task(

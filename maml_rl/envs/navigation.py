@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from maml_rl.envs.meta_env import MetaEnv
+from maml_rl.envs.meta_env import MetaEnv, validate_normalization_scale
 
 __all__ = ["Navigation2DEnv"]
 
@@ -41,9 +41,7 @@ class Navigation2DEnv(MetaEnv, gym.Env):
     ):
         if not low <= high:
             raise ValueError(f"Expected low <= high, got low={low}, high={high}.")
-        scale = float(normalization_scale)
-        if not (np.isfinite(scale) and scale > 0):
-            raise ValueError(f"normalization_scale must be positive, got {normalization_scale}.")
+        scale = validate_normalization_scale(normalization_scale)
         self.low = float(low)
         self.high = float(high)
         self.normalization_scale = scale

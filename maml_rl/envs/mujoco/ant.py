@@ -42,9 +42,7 @@ class AntEnv(MetaMujocoEnv):
         super().__init__(
             xml_file, task, low, high, normalization_scale=normalization_scale, **kwargs
         )
-        torso = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "torso")
-        self._torso_xpos = self.data.xpos[torso]
-        self._torso_xmat = self.data.xmat[torso]
+        self._torso_xmat = self.data.xmat[self._torso]
         self._cfrc_ext = self.data.cfrc_ext
         nq, nv, nbody = self.model.nq, self.model.nv, self.model.nbody
         self._slices = (

@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.mujoco import MujocoEnv
 
-from maml_rl.envs.meta_env import MetaEnv
+from maml_rl.envs.meta_env import MetaEnv, validate_normalization_scale
 
 __all__ = ["DirectionTask", "MetaMujocoEnv", "MujocoWarning", "VelocityTask"]
 
@@ -77,9 +77,7 @@ class MetaMujocoEnv(MetaEnv, MujocoEnv):
         default_camera_config: dict[str, float] | None = None,
         **kwargs: Any,
     ):
-        scale = float(normalization_scale)
-        if not np.isfinite(scale) or scale <= 0:
-            raise ValueError(f"normalization_scale must be positive, got {normalization_scale}.")
+        scale = validate_normalization_scale(normalization_scale)
         if not low <= high:
             raise ValueError(f"Expected low <= high, got low={low}, high={high}.")
         self.normalization_scale = scale
@@ -100,6 +98,8 @@ class MetaMujocoEnv(MetaEnv, MujocoEnv):
         self._qpos = self.data.qpos
         self._qvel = self.data.qvel
         self._ctrl = self.data.ctrl
+        self._torso = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "torso")
+        self._torso_xpos = self.data.xpos[self._torso]
         self._dt = self.dt
         self.reset_task(self.default_task() if task is None else task)
 

@@ -37,8 +37,6 @@ class HalfCheetahEnv(MetaMujocoEnv):
         super().__init__(
             xml_file, task, low, high, normalization_scale=normalization_scale, **kwargs
         )
-        torso = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "torso")
-        self._torso_xpos = self.data.xpos[torso]
         self._nq = self.model.nq
         self._obs_size = self.model.nq - 1 + self.model.nv + 3
         self.observation_space = spaces.Box(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 import torch
 from torch.distributions import Distribution, kl_divergence
@@ -50,6 +50,29 @@ def batched_reinforce_loss(
     """
     pi = policy(_flat_observations(batch.observations, 2), params=params)
     return -(pi.log_prob(batch.actions) * batch.advantages * batch.weights).sum(-1)
+
+
+def batched_reinforce_hessian(
+    policy: torch.nn.Module,
+    batch: TaskBatch,
+    params: Mapping[str, torch.Tensor],
+) -> Callable[[Sequence[torch.Tensor]], list[torch.Tensor]] | None:
+    """Products with the Hessian of ``batched_reinforce_loss(policy, batch, params).sum()``.
+
+    Uses the policy's closed-form products (``policy.nll_hessian``) when it has
+    them for these parameters; the Hessian is block diagonal over tasks.
+
+    :param policy: policy supporting stacked parameters.
+    :param batch: the tasks' data.
+    :param params: stacked ``[K, ...]`` parameters (values only; no graph is kept).
+    :return: ``v -> H v`` on lists of ``[K, ...]`` tensors in the order of ``params``, or ``None``
+        when the policy has no closed form (differentiate twice with autograd instead).
+    """
+    nll_hessian = getattr(policy, "nll_hessian", None)
+    if nll_hessian is None:
+        return None
+    weights = batch.advantages * batch.weights
+    return nll_hessian(_flat_observations(batch.observations, 2), batch.actions, weights, params)
 
 
 def surrogate_loss(

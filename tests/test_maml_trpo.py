@@ -117,6 +117,20 @@ def test_second_order_meta_gradient_matches_autograd(discrete, num_steps):
     torch.testing.assert_close(learner.meta_gradient(train, valid), expected, atol=1e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_closed_form_and_autograd_curvature_agree(num_steps):
+    policy, train, valid = problem(num_steps=num_steps)
+    closed = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps)
+    autograd = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps, curvature="autograd")
+    torch.testing.assert_close(closed.meta_gradient(train, valid), autograd.meta_gradient(train, valid))
+    v = torch.randn(sum(p.numel() for p in policy.parameters()), generator=torch.Generator().manual_seed(3))
+    hvp_closed = closed.kl_hessian_vector_product(train, valid, damping=0.1)
+    hvp_autograd = autograd.kl_hessian_vector_product(train, valid, damping=0.1)
+    torch.testing.assert_close(hvp_closed(v), hvp_autograd(v))
+    with pytest.raises(ValueError, match="curvature must be 'auto' or 'autograd'"):
+        MAMLTRPO(policy, curvature="exact")
+
+
 def test_first_order_meta_gradient_treats_adapted_params_as_constants():
     policy, train, valid = problem()
     first = MAMLTRPO(policy, fast_lr=0.3, first_order=True).meta_gradient(train, valid)
@@ -137,11 +151,19 @@ def test_first_order_meta_gradient_treats_adapted_params_as_constants():
 
 
 @pytest.mark.parametrize(
-    "discrete, num_steps, first_order", [(False, 1, False), (False, 2, False), (True, 1, False), (False, 1, True)]
+    "discrete, num_steps, first_order, curvature",
+    [
+        (False, 1, False, "auto"),
+        (False, 2, False, "auto"),
+        (False, 1, False, "autograd"),
+        (False, 2, False, "autograd"),
+        (True, 1, False, "auto"),
+        (False, 1, True, "auto"),
+    ],
 )
-def test_kl_hessian_vector_product_matches_autograd_hessian(discrete, num_steps, first_order):
+def test_kl_hessian_vector_product_matches_autograd_hessian(discrete, num_steps, first_order, curvature):
     policy, train, valid = problem(discrete=discrete, num_steps=num_steps)
-    learner = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps, first_order=first_order)
+    learner = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps, first_order=first_order, curvature=curvature)
     flat0, _, kl = per_task_objectives(policy, train, valid, fast_lr=0.3, first_order=first_order)
     hessian = torch.autograd.functional.hessian(kl, flat0, vectorize=True)
     damping = 0.01

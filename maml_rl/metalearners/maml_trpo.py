@@ -12,7 +12,13 @@ from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch
-from maml_rl.losses import batched_reinforce_loss, mean_kl, reinforce_loss, surrogate_loss
+from maml_rl.losses import (
+    batched_reinforce_hessian,
+    batched_reinforce_loss,
+    mean_kl,
+    reinforce_loss,
+    surrogate_loss,
+)
 from maml_rl.policies.policy import Policy, expand_params
 from maml_rl.utils.optimization import conjugate_gradient
 from maml_rl.utils.torch_utils import (
@@ -51,6 +57,11 @@ class _MetaGraph:
       meta-parameters to the stacked adapted parameters;
     * ``outer -> dist``: the policy at (a detached copy of) the adapted parameters;
     * ``dist -> KL``: the KL divergence as a function of the distribution's tensors.
+
+    When the policy has closed-form products with its inner loss's Hessian
+    (:meth:`Policy.nll_hessian`), the inner loop keeps no graph: its Jacobian,
+    ``prod_k (I - fast_lr * H_k)`` over the inner steps, is applied through
+    those products instead of by differentiating autograd's backward pass.
     """
 
     def __init__(
@@ -66,7 +77,12 @@ class _MetaGraph:
         self.num_tasks = num_tasks
         expanded = expand_params(params, num_tasks)
         self.expanded = list(expanded.values())
-        adapted = learner._adapt_stacked(expanded, train_batches, first_order=learner.first_order)
+        self.fast_lr = learner.fast_lr
+        self.inner_hessians = None
+        if not learner.first_order and learner.curvature == "auto":
+            adapted, self.inner_hessians = learner._adapt_with_hessians(expanded, train_batches)
+        if self.inner_hessians is None:
+            adapted = learner._adapt_stacked(expanded, train_batches, first_order=learner.first_order)
         self.adapted = list(adapted.values())
         self.t_adapt = time.perf_counter()
 
@@ -79,13 +95,21 @@ class _MetaGraph:
         self.kl = mean_kl(self.old_pi, self.pi, valid).mean()
         # Chain rule across the cut: d loss / d outer, then back through the inner loop.
         grad_outer = _grad([self.loss], self.outer)
-        self.loss_grad = flatten_tensors(_grad(self.adapted, self.params, grad_outer))
+        self.loss_grad = flatten_tensors(self.adaptation_vjp(grad_outer))
         # With one inner step, d adapted / d expanded is
         # I - fast_lr * Hessian of the inner loss: symmetric, so a backward pass
         # gives its product with a vector.
         self.first_order = learner.first_order
         self.symmetric_adaptation = len(train_batches) == 1
         self.t_loss_grad = time.perf_counter()
+
+    def adaptation_vjp(self, cotangents: TensorList) -> list[torch.Tensor]:
+        """``sum_k J_k^T u_k``: per-task cotangents of the adapted parameters, pulled back to the meta-parameters."""
+        if self.inner_hessians is None:
+            return list(_grad(self.adapted, self.params, cotangents))
+        for hessian in reversed(self.inner_hessians):
+            cotangents = [u - self.fast_lr * hu for u, hu in zip(cotangents, hessian(cotangents))]
+        return [u.sum(0) for u in cotangents]
 
     def kl_hessian_vector_product(self, valid: TaskBatch, damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
         """``v -> H v + damping * v`` with ``H`` the Hessian of the mean KL at the current parameters.
@@ -110,7 +134,15 @@ class _MetaGraph:
         dist_dummies = [torch.zeros_like(t, requires_grad=True) for t in dist]
         policy_vjp = _grad(dist, self.outer, dist_dummies, create_graph=True)
 
-        if self.first_order:
+        if self.inner_hessians is not None:
+            hessians = self.inner_hessians
+
+            def adaptation_jvp(tangents: TensorList) -> TensorList:
+                for hessian in hessians:
+                    tangents = [v - self.fast_lr * hv for v, hv in zip(tangents, hessian(tangents))]
+                return tangents
+
+        elif self.first_order:
 
             def adaptation_jvp(tangents: TensorList) -> TensorList:
                 # First order: the adapted parameters move one-for-one with the meta-parameters.
@@ -134,8 +166,7 @@ class _MetaGraph:
             dist_tangents = _grad(policy_vjp, dist_dummies, adapted_tangents)
             dist_cotangents = _grad(kl_grad, dist_leaves, dist_tangents)
             outer_cotangents = _grad(dist, self.outer, dist_cotangents)
-            result = _grad(self.adapted, self.params, outer_cotangents)
-            return flatten_tensors(result) + damping * vector
+            return flatten_tensors(self.adaptation_vjp(outer_cotangents)) + damping * vector
 
         return product
 
@@ -154,6 +185,9 @@ class MAMLTRPO:
     :param num_steps: number of inner gradient steps.
     :param first_order: ignore second-order terms through the inner steps.
     :param device: device the policy and the data are put on.
+    :param curvature: ``"auto"`` applies the inner loop's second derivatives through the
+        policy's closed-form Hessian products when it has them (exact, and faster);
+        ``"autograd"`` always differentiates autograd's backward pass.
     """
 
     def __init__(
@@ -163,6 +197,7 @@ class MAMLTRPO:
         num_steps: int = 1,
         first_order: bool = False,
         device: str | torch.device = "cpu",
+        curvature: str = "auto",
     ) -> None:
         if not getattr(policy, "supports_batched_params", False):
             raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
@@ -171,6 +206,9 @@ class MAMLTRPO:
         self.fast_lr = float(fast_lr)
         self.num_steps = int(num_steps)
         self.first_order = bool(first_order)
+        if curvature not in ("auto", "autograd"):
+            raise ValueError(f"curvature must be 'auto' or 'autograd', got {curvature!r}")
+        self.curvature = curvature
 
     # ------------------------------------------------------------ adaptation
     def adapt(
@@ -224,6 +262,29 @@ class MAMLTRPO:
             loss = batched_reinforce_loss(self.policy, batch, stacked).sum()
             stacked = self.policy.update_params(loss, params=stacked, step_size=self.fast_lr, first_order=first_order)
         return stacked
+
+    def _adapt_with_hessians(
+        self,
+        stacked: "OrderedDict[str, torch.Tensor]",
+        train_batches: Sequence[TaskBatch],
+    ) -> tuple["OrderedDict[str, torch.Tensor]", list[Callable] | None]:
+        """Adapted parameters (values only) and each inner step's Hessian products.
+
+        :return: ``(adapted, hessians)``, with ``hessians`` ``None`` when the policy has no closed form.
+        """
+        hessians = []
+        stacked = OrderedDict((name, p.detach()) for name, p in stacked.items())
+        for batch in train_batches:
+            hessian = batched_reinforce_hessian(self.policy, batch, stacked)
+            if hessian is None:
+                return stacked, None
+            hessians.append(hessian)
+            with torch.enable_grad():
+                leaves = OrderedDict((name, p.requires_grad_()) for name, p in stacked.items())
+                loss = batched_reinforce_loss(self.policy, batch, leaves).sum()
+                stacked = self.policy.update_params(loss, params=leaves, step_size=self.fast_lr, first_order=True)
+            stacked = OrderedDict((name, p.detach()) for name, p in stacked.items())
+        return stacked, hessians
 
     # ------------------------------------------------------------- meta-step
     def task_batch(self, episodes_list: Sequence[BatchEpisodes]) -> TaskBatch:

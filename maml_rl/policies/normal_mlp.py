@@ -9,7 +9,8 @@ import torch
 import torch.nn as nn
 from torch.distributions import Independent, Normal
 
-from maml_rl.policies.policy import Params, Policy, get_nonlinearity, linear
+from maml_rl.policies.normal_mlp_hessian import NormalMLPNLLHessian
+from maml_rl.policies.policy import Params, Policy, get_nonlinearity, is_elementwise, linear
 
 
 class NormalMLPPolicy(Policy):
@@ -66,3 +67,16 @@ class NormalMLPPolicy(Policy):
             log_std = log_std.unsqueeze(-2)
         # Argument validation costs several reductions per call on large batches.
         return Independent(Normal(loc=mu, scale=log_std.exp(), validate_args=False), 1, validate_args=False)
+
+    def nll_hessian(
+        self, observations: torch.Tensor, actions: torch.Tensor, weights: torch.Tensor, params: Params
+    ) -> NormalMLPNLLHessian | None:
+        """Exact products by :class:`~maml_rl.policies.normal_mlp_hessian.NormalMLPNLLHessian`.
+
+        Available for stacked values of every parameter and a named (elementwise)
+        nonlinearity; ``None`` otherwise.
+        """
+        names = {name for name, _ in self.named_parameters()}
+        if not is_elementwise(self.nonlinearity) or set(params) != names or self._num_tasks(params) is None:
+            return None
+        return NormalMLPNLLHessian(self, params, observations, actions, weights)

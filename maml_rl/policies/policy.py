@@ -43,6 +43,11 @@ def get_nonlinearity(
     return _NONLINEARITIES[key]
 
 
+def is_elementwise(nonlinearity: Callable[[torch.Tensor], torch.Tensor]) -> bool:
+    """Whether ``nonlinearity`` is one of the named activations, all of which act elementwise."""
+    return any(nonlinearity is fn for fn in _NONLINEARITIES.values())
+
+
 def stack_params(params_list: Sequence[Params]) -> "OrderedDict[str, torch.Tensor]":
     """Stack ``K`` parameter dicts into one dict with a leading task axis.
 
@@ -155,6 +160,22 @@ class Policy(nn.Module):
 
     def forward(self, observations: torch.Tensor, params: Params | None = None) -> Distribution:
         raise NotImplementedError
+
+    def nll_hessian(
+        self, observations: torch.Tensor, actions: torch.Tensor, weights: torch.Tensor, params: Params
+    ) -> Callable[[Sequence[torch.Tensor]], list[torch.Tensor]] | None:
+        """Closed-form products with the Hessian of ``-(log pi(actions) * weights).sum()``.
+
+        Subclasses may return a function ``v -> H v`` over stacked ``[K, ...]``
+        parameters (in the order of ``params``); ``None``, the default, means
+        none is available and callers differentiate twice with autograd.
+
+        :param observations: ``[K, N, obs_dim]``.
+        :param actions: ``[K, N, ...]``.
+        :param weights: ``[K, N]``.
+        :param params: stacked values of every parameter, by name.
+        """
+        return None
 
     # ----------------------------------------------------------- helpers
     @staticmethod

@@ -16,9 +16,10 @@ def random_spd(n: int, seed: int = 0) -> torch.Tensor:
 
 def test_conjugate_gradient_solves_an_spd_system():
     a = random_spd(20)
-    b = torch.randn(20, dtype=torch.float64)
+    b = torch.randn(20, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     x = conjugate_gradient(lambda v: a @ v, b, cg_iters=50)
-    torch.testing.assert_close(x, torch.linalg.solve(a, b))
+    # CG stops once |r|^2 < 1e-10; with eigenvalues >= 20 the error is then below 5e-7.
+    torch.testing.assert_close(x, torch.linalg.solve(a, b), atol=5e-7, rtol=0)
 
 
 def test_conjugate_gradient_is_exact_in_n_steps_for_small_systems():

@@ -75,6 +75,24 @@ def batched_reinforce_hessian(
     return nll_hessian(_flat_observations(batch.observations, 2), batch.actions, weights, params)
 
 
+def batched_kl_hessian(
+    policy: torch.nn.Module,
+    batch: TaskBatch,
+    params: Mapping[str, torch.Tensor],
+) -> Callable[[Sequence[torch.Tensor]], list[torch.Tensor]] | None:
+    """Products with the Hessian of ``mean_kl(pi(params), pi(theta), batch).sum()`` in ``theta`` at ``params``.
+
+    :param policy: policy supporting stacked parameters.
+    :param batch: the tasks' data.
+    :param params: stacked ``[K, ...]`` parameters (values only).
+    :return: ``v -> H v`` from the policy's closed form (``policy.kl_hessian``), or ``None`` when it has none.
+    """
+    kl_hessian = getattr(policy, "kl_hessian", None)
+    if kl_hessian is None:
+        return None
+    return kl_hessian(_flat_observations(batch.observations, 2), batch.weights, params)
+
+
 def surrogate_loss(
     pi: Distribution,
     old_pi: Distribution,

@@ -1,4 +1,4 @@
-"""Closed-form Hessian products of the Gaussian policy's weighted negative log-likelihood."""
+"""Closed-form Hessian products of the Gaussian policy: weighted negative log-likelihood and KL."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
+from torch.distributions import kl_divergence
 
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 
@@ -52,6 +53,26 @@ def test_products_match_autograd(hidden_sizes, nonlinearity):
             torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-9, msg=name)
 
 
+@pytest.mark.parametrize("hidden_sizes, nonlinearity", [((), "tanh"), ((5, 4), "tanh"), ((5, 4), "relu")])
+def test_kl_products_match_autograd(hidden_sizes, nonlinearity):
+    torch.manual_seed(0)
+    policy = NormalMLPPolicy(OBS_DIM, ACT_DIM, hidden_sizes=hidden_sizes, nonlinearity=nonlinearity).double()
+    params, observations, _, weights = stacked_problem(policy)
+    weights = weights.abs()
+    names = list(params)
+    old = policy(observations, params=params)
+
+    def kl(*values):
+        return (kl_divergence(old, policy(observations, params=OrderedDict(zip(names, values)))) * weights).sum()
+
+    hessian = policy.kl_hessian(observations, weights, params)
+    generator = torch.Generator().manual_seed(1)
+    tangents = [torch.randn(p.shape, generator=generator, dtype=p.dtype) for p in params.values()]
+    expected = torch.autograd.functional.hvp(kl, tuple(params.values()), tuple(tangents))[1]
+    for name, got, want in zip(names, hessian(tangents), expected):
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-9, msg=name)
+
+
 def test_clamped_log_std_has_no_curvature():
     policy = NormalMLPPolicy(OBS_DIM, ACT_DIM, hidden_sizes=(4,), min_std=0.5).double()
     params, observations, actions, weights = stacked_problem(policy)
@@ -62,6 +83,8 @@ def test_clamped_log_std_has_no_curvature():
     for name, g, e in zip(params, got, expected):
         torch.testing.assert_close(g, e, atol=1e-10, rtol=1e-9, msg=name)
     assert got[list(params).index("sigma")][0, 0] == 0.0
+    kl_got = policy.kl_hessian(observations, weights.abs(), params)(tangents)
+    assert kl_got[list(params).index("sigma")][0, 0] == 0.0
 
 
 def test_no_closed_form_for_unknown_activations_unstacked_or_partial_params():
@@ -70,6 +93,7 @@ def test_no_closed_form_for_unknown_activations_unstacked_or_partial_params():
     params = stacked_problem(custom)[0]
     # A user callable might mix features, which the elementwise derivatives would get wrong.
     assert custom.nll_hessian(observations, actions, weights, params) is None
+    assert custom.kl_hessian(observations, weights, params) is None
 
     policy = NormalMLPPolicy(OBS_DIM, ACT_DIM, hidden_sizes=(4,)).double()
     unstacked = OrderedDict((name, p.detach()) for name, p in policy.named_parameters())
@@ -80,3 +104,4 @@ def test_no_closed_form_for_unknown_activations_unstacked_or_partial_params():
 
     categorical = CategoricalMLPPolicy(OBS_DIM, 3, hidden_sizes=(4,))
     assert categorical.nll_hessian(observations, actions, weights, stacked_problem(categorical)[0]) is None
+    assert categorical.kl_hessian(observations, weights, stacked_problem(categorical)[0]) is None

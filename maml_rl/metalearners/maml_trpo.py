@@ -13,6 +13,7 @@ from torch.nn.utils import vector_to_parameters
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch
 from maml_rl.losses import (
+    batched_kl_hessian,
     batched_reinforce_hessian,
     batched_reinforce_loss,
     mean_kl,
@@ -78,6 +79,8 @@ class _MetaGraph:
         expanded = expand_params(params, num_tasks)
         self.expanded = list(expanded.values())
         self.fast_lr = learner.fast_lr
+        self.policy = learner.policy
+        self.curvature = learner.curvature
         self.inner_hessians = None
         if not learner.first_order and learner.curvature == "auto":
             adapted, self.inner_hessians = learner._adapt_with_hessians(expanded, train_batches)
@@ -125,14 +128,13 @@ class _MetaGraph:
         :param valid: the tasks' validation data (gives the KL weights).
         :param damping: added multiple of the identity.
         """
-        dist = distribution_tensors(self.pi)
-        dist_leaves = [t.detach().requires_grad_() for t in dist]
-        kl = mean_kl(self.old_pi, rebuild_distribution(self.pi, dist_leaves), valid).mean()
-        kl_grad = _grad([kl], dist_leaves, create_graph=True)
-
-        # J_policy^T u is linear in u; differentiating it with respect to u gives J_policy v.
-        dist_dummies = [torch.zeros_like(t, requires_grad=True) for t in dist]
-        policy_vjp = _grad(dist, self.outer, dist_dummies, create_graph=True)
+        policy_hessian = None
+        if self.curvature == "auto":
+            # The KL is averaged over tasks.
+            weighted = valid._replace(weights=valid.weights / self.num_tasks)
+            policy_hessian = batched_kl_hessian(self.policy, weighted, OrderedDict(zip(self.names, self.outer)))
+        if policy_hessian is None:
+            policy_hessian = self._policy_kl_hessian(valid)
 
         if self.inner_hessians is not None:
             hessians = self.inner_hessians
@@ -162,11 +164,28 @@ class _MetaGraph:
 
         def product(vector: torch.Tensor) -> torch.Tensor:
             tangents = [v.expand(self.num_tasks, *v.shape) for v in unflatten_like(vector, self.params)]
-            adapted_tangents = adaptation_jvp(tangents)
+            outer_cotangents = policy_hessian(adaptation_jvp(tangents))
+            return flatten_tensors(self.adaptation_vjp(outer_cotangents)) + damping * vector
+
+        return product
+
+    def _policy_kl_hessian(self, valid: TaskBatch) -> Callable[[TensorList], TensorList]:
+        """KL Hessian products at the adapted parameters, ``J^T F J``, by autograd.
+
+        ``F`` comes from differentiating the KL twice in distribution space; ``J v``
+        from differentiating ``J^T u`` (linear in ``u``) with respect to ``u``.
+        """
+        dist = distribution_tensors(self.pi)
+        dist_leaves = [t.detach().requires_grad_() for t in dist]
+        kl = mean_kl(self.old_pi, rebuild_distribution(self.pi, dist_leaves), valid).mean()
+        kl_grad = _grad([kl], dist_leaves, create_graph=True)
+        dist_dummies = [torch.zeros_like(t, requires_grad=True) for t in dist]
+        policy_vjp = _grad(dist, self.outer, dist_dummies, create_graph=True)
+
+        def product(adapted_tangents: TensorList) -> TensorList:
             dist_tangents = _grad(policy_vjp, dist_dummies, adapted_tangents)
             dist_cotangents = _grad(kl_grad, dist_leaves, dist_tangents)
-            outer_cotangents = _grad(dist, self.outer, dist_cotangents)
-            return flatten_tensors(self.adaptation_vjp(outer_cotangents)) + damping * vector
+            return _grad(dist, self.outer, dist_cotangents)
 
         return product
 

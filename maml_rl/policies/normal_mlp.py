@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from torch.distributions import Independent, Normal
 
-from maml_rl.policies.normal_mlp_hessian import NormalMLPNLLHessian
+from maml_rl.policies.normal_mlp_hessian import NormalMLPKLHessian, NormalMLPNLLHessian
 from maml_rl.policies.policy import Params, Policy, get_nonlinearity, is_elementwise, linear
 
 
@@ -76,7 +76,20 @@ class NormalMLPPolicy(Policy):
         Available for stacked values of every parameter and a named (elementwise)
         nonlinearity; ``None`` otherwise.
         """
-        names = {name for name, _ in self.named_parameters()}
-        if not is_elementwise(self.nonlinearity) or set(params) != names or self._num_tasks(params) is None:
+        if not self._has_closed_form_hessians(params):
             return None
         return NormalMLPNLLHessian(self, params, observations, actions, weights)
+
+    def kl_hessian(
+        self, observations: torch.Tensor, weights: torch.Tensor, params: Params
+    ) -> NormalMLPKLHessian | None:
+        """Exact products by :class:`~maml_rl.policies.normal_mlp_hessian.NormalMLPKLHessian` (when
+        :meth:`nll_hessian` has them too)."""
+        if not self._has_closed_form_hessians(params):
+            return None
+        return NormalMLPKLHessian(self, params, observations, weights)
+
+    def _has_closed_form_hessians(self, params: Params) -> bool:
+        # Stacked values of every parameter, and a named activation (known to act elementwise).
+        names = {name for name, _ in self.named_parameters()}
+        return is_elementwise(self.nonlinearity) and set(params) == names and self._num_tasks(params) is not None

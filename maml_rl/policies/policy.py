@@ -177,6 +177,19 @@ class Policy(nn.Module):
         """
         return None
 
+    def kl_hessian(
+        self, observations: torch.Tensor, weights: torch.Tensor, params: Params
+    ) -> Callable[[Sequence[torch.Tensor]], list[torch.Tensor]] | None:
+        """Closed-form products with the Hessian of ``(KL(pi(params) || pi(theta)) * weights).sum()`` at ``params``.
+
+        As :meth:`nll_hessian`: ``None`` (the default) when none is available.
+
+        :param observations: ``[K, N, obs_dim]``.
+        :param weights: ``[K, N]``.
+        :param params: stacked values of every parameter, by name.
+        """
+        return None
+
     # ----------------------------------------------------------- helpers
     @staticmethod
     def _num_tasks(params: Params) -> int | None:

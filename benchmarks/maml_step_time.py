@@ -55,6 +55,7 @@ def main() -> None:
     parser.add_argument("--obs-dim", type=int, default=20)
     parser.add_argument("--act-dim", type=int, default=6)
     parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    parser.add_argument("--nonlinearity", default="tanh")
     parser.add_argument("--num-steps", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=3)
@@ -72,12 +73,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    policy = NormalMLPPolicy(args.obs_dim, args.act_dim, hidden_sizes=args.hidden)
+    policy = NormalMLPPolicy(args.obs_dim, args.act_dim, hidden_sizes=args.hidden, nonlinearity=args.nonlinearity)
     train = [make_episodes(policy, args.tasks, args.episodes, args.horizon) for _ in range(args.num_steps)]
     valid = make_episodes(policy, args.tasks, args.episodes, args.horizon)
     print(
         f"tasks={args.tasks} episodes={args.episodes} horizon={args.horizon} obs={args.obs_dim} "
-        f"act={args.act_dim} hidden={args.hidden} num_steps={args.num_steps} threads={torch.get_num_threads()}"
+        f"act={args.act_dim} hidden={args.hidden} {args.nonlinearity} num_steps={args.num_steps} "
+        f"threads={torch.get_num_threads()}"
     )
     keys = ("time_adapt", "time_loss_grad", "time_cg", "time_line_search", "time_total")
     best: dict[str, float] = {}

@@ -63,7 +63,9 @@ class _Forward:
         self.sigma_mask = (log_std >= policy.min_log_std).to(log_std.dtype).unsqueeze(1)  # [K, 1, act]
         self.precision = torch.exp(-2.0 * log_std.clamp(min=policy.min_log_std)).unsqueeze(1)  # 1 / sigma^2
 
-    def r_forward(self, v: dict[str, torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor | None], torch.Tensor]:
+    def r_forward(
+        self, v: dict[str, torch.Tensor]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor | None], torch.Tensor]:
         """Directional derivatives along ``v`` of the pre-activations, the layer inputs and the mean."""
         r_z: list[torch.Tensor] = []
         r_h: list[torch.Tensor | None] = [None]
@@ -165,9 +167,9 @@ class NormalMLPNLLHessian:
 
 
 class NormalMLPKLHessian:
-    """``v -> H v`` for ``H`` the Hessian of ``sum_k sum_t w[k, t] KL(pi_old || pi(theta_k))`` at ``pi_old = pi(theta_k)``.
+    """``v -> H v`` for ``H`` the Hessian of ``sum_k sum_t w[k, t] KL(pi_old || pi(theta_k))``.
 
-    There the KL's gradient vanishes and its Hessian is ``J^T F J``: ``J`` the
+    Taken at the current parameters, where ``pi_old = pi(theta_k)``: there the KL's gradient vanishes and its Hessian is ``J^T F J``: ``J`` the
     Jacobian of the mean and log-std, ``F`` = ``w / sigma^2`` on the mean and
     ``2 w`` on the log-std (the Gaussian's Fisher information, no cross terms).
 
@@ -177,7 +179,9 @@ class NormalMLPKLHessian:
     :param weights: ``[K, N]`` per-sample weights of the KL.
     """
 
-    def __init__(self, policy: torch.nn.Module, params: Params, observations: torch.Tensor, weights: torch.Tensor) -> None:
+    def __init__(
+        self, policy: torch.nn.Module, params: Params, observations: torch.Tensor, weights: torch.Tensor
+    ) -> None:
         self.names = list(params.keys())
         self.forward = _Forward(policy, params, observations, second=False)
         weights = weights.detach()

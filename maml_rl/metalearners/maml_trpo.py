@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 from torch.distributions import Distribution
@@ -110,9 +110,14 @@ class _MetaGraph:
         """``sum_k J_k^T u_k``: per-task cotangents of the adapted parameters, pulled back to the meta-parameters."""
         if self.inner_hessians is None:
             return list(_grad(self.adapted, self.params, cotangents))
-        for hessian in reversed(self.inner_hessians):
-            cotangents = [u - self.fast_lr * hu for u, hu in zip(cotangents, hessian(cotangents))]
-        return [u.sum(0) for u in cotangents]
+        # J = (I - a H_last) ... (I - a H_first) with each H symmetric, so J^T is the reverse product.
+        return [u.sum(0) for u in self._inner_steps_product(cotangents, reversed(self.inner_hessians))]
+
+    def _inner_steps_product(self, vectors: TensorList, hessians: Iterable[Callable]) -> TensorList:
+        """``(I - fast_lr * H_n) ... (I - fast_lr * H_1) v`` for ``hessians`` in the order ``H_1 ... H_n``."""
+        for hessian in hessians:
+            vectors = [x - self.fast_lr * hx for x, hx in zip(vectors, hessian(vectors))]
+        return vectors
 
     def kl_hessian_vector_product(self, valid: TaskBatch, damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
         """``v -> H v + damping * v`` with ``H`` the Hessian of the mean KL at the current parameters.
@@ -137,12 +142,9 @@ class _MetaGraph:
             policy_hessian = self._policy_kl_hessian(valid)
 
         if self.inner_hessians is not None:
-            hessians = self.inner_hessians
 
             def adaptation_jvp(tangents: TensorList) -> TensorList:
-                for hessian in hessians:
-                    tangents = [v - self.fast_lr * hv for v, hv in zip(tangents, hessian(tangents))]
-                return tangents
+                return self._inner_steps_product(tangents, self.inner_hessians)
 
         elif self.first_order:
 

@@ -226,9 +226,12 @@ def stack_episodes(episodes_list: Sequence[BatchEpisodes]) -> dict[str, torch.Te
 class TaskBatch(NamedTuple):
     """Valid data of ``K`` tasks laid out task-major and flat in time, for batched losses.
 
-    ``M = T * B`` rows per task; ``weights`` is ``mask / (length * B)`` so that
-    ``(x * weights).sum(-1)`` is, for each task, the mean over episodes of the
-    per-episode mean of ``x`` over valid steps.
+    ``M = T * B`` rows per task; ``weights`` is ``mask`` over the task's number
+    of valid steps, so that ``(x * weights).sum(-1)`` is, for each task, the mean
+    of ``x`` over all its valid steps. Every step weighs the same, as in the MAML
+    paper's code: a mean of per-episode means would give each step of an episode
+    that ends early (a 2D-navigation goal reached in a few steps) many times the
+    weight of a step in a full-length one.
     """
 
     observations: torch.Tensor  # [K, M, *obs_shape]
@@ -254,8 +257,7 @@ class TaskBatch(NamedTuple):
         def task_major(tensor: torch.Tensor) -> torch.Tensor:
             return tensor.transpose(0, 1).reshape(num_tasks, horizon * batch_size, *tensor.shape[3:])
 
-        lengths = stacked["lengths"].to(torch.float32)  # [K, B]
-        weights = stacked["mask"] / (lengths * batch_size).unsqueeze(0)
+        weights = stacked["mask"] / stacked["mask"].sum(dim=(0, 2), keepdim=True)
         return cls(
             observations=task_major(stacked["observations"]),
             actions=task_major(stacked["actions"]),

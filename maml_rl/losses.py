@@ -8,7 +8,6 @@ import torch
 from torch.distributions import Distribution, kl_divergence
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch
-from maml_rl.utils.torch_utils import weighted_mean
 
 
 def _flat_observations(observations: torch.Tensor, leading: int) -> torch.Tensor:
@@ -21,7 +20,7 @@ def reinforce_loss(
     episodes: BatchEpisodes,
     params: Mapping[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """``-log pi(a|s) * advantage``, averaged over each episode's valid steps, then over episodes.
+    """``-log pi(a|s) * advantage``, averaged over all valid steps (see :class:`~maml_rl.episodes.TaskBatch`).
 
     :param policy: callable ``policy(observations, params=...) -> Distribution``.
     :param episodes: one task's batch, with advantages computed.
@@ -30,7 +29,8 @@ def reinforce_loss(
     """
     pi = policy(_flat_observations(episodes.observations, 2), params=params)
     log_probs = pi.log_prob(episodes.actions)
-    return -weighted_mean(log_probs * episodes.advantages, lengths=episodes.lengths, mask=episodes.mask).mean()
+    mask = episodes.mask
+    return -(log_probs * episodes.advantages * mask).sum() / mask.sum()
 
 
 def batched_reinforce_loss(

@@ -162,7 +162,7 @@ def test_stack_episodes_without_advantages_and_batch_mismatch():
         stack_episodes([a, b])
 
 
-def test_task_batch_weights_give_episode_means():
+def test_task_batch_weights_give_step_means():
     a, b = hand_episodes(), hand_episodes()
     for episodes in (a, b):
         episodes.compute_advantages(ConstantBaseline(), normalize=False)
@@ -170,7 +170,10 @@ def test_task_batch_weights_give_episode_means():
     assert batch.observations.shape == (2, 6, 2)
     assert batch.num_tasks == 2
     per_task = (batch.advantages * batch.weights).sum(-1)
-    expected = weighted_mean(a.advantages, lengths=a.lengths).mean()
+    # Episodes of 3 and 2 steps: the mean over the 5 valid steps, not the mean of the two episodes' means.
+    valid = [a.advantages[t, i].item() for i, length in enumerate((3, 2)) for t in range(length)]
+    expected = torch.tensor(sum(valid) / 5)
+    assert not torch.isclose(expected, weighted_mean(a.advantages, lengths=a.lengths).mean())
     torch.testing.assert_close(per_task, expected.repeat(2))
 
 

@@ -14,7 +14,7 @@ from maml_rl.episodes import BatchEpisodes
 from maml_rl.losses import reinforce_loss
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
-from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors, unflatten_like, weighted_mean
+from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors, unflatten_like
 
 OBS_DIM, ACT_DIM, NUM_ACTIONS = 3, 2, 3
 
@@ -55,6 +55,11 @@ def problem(discrete: bool = False, num_steps: int = 1, num_tasks: int = 3):
     return policy, train, valid
 
 
+def step_mean(values, episodes):
+    """Mean over all valid steps of one task's episodes."""
+    return (values * episodes.mask).sum() / episodes.mask.sum()
+
+
 def adapt_single(policy, task_train, params, fast_lr, first_order):
     """Reference inner loop for one task, without any batching."""
     for episodes in task_train:
@@ -82,13 +87,13 @@ def per_task_objectives(policy, train, valid, fast_lr, first_order=False):
         total = 0.0
         for k, pi in distributions(flat):
             ratio = torch.exp(pi.log_prob(valid[k].actions) - old[k].log_prob(valid[k].actions))
-            total = total - weighted_mean(ratio * valid[k].advantages, lengths=valid[k].lengths).mean()
+            total = total - step_mean(ratio * valid[k].advantages, valid[k])
         return total / num_tasks
 
     def kl(flat):
         total = 0.0
         for k, pi in distributions(flat):
-            total = total + weighted_mean(kl_divergence(old[k], pi), lengths=valid[k].lengths).mean()
+            total = total + step_mean(kl_divergence(old[k], pi), valid[k])
         return total / num_tasks
 
     return flat0, loss, kl
@@ -145,7 +150,7 @@ def test_first_order_meta_gradient_treats_adapted_params_as_constants():
         pi = policy(valid[k].observations, params=leaves)
         old_pi = detach_distribution(pi)
         ratio = torch.exp(pi.log_prob(valid[k].actions) - old_pi.log_prob(valid[k].actions))
-        loss = -weighted_mean(ratio * valid[k].advantages, lengths=valid[k].lengths).mean()
+        loss = -step_mean(ratio * valid[k].advantages, valid[k])
         expected += flatten_tensors(torch.autograd.grad(loss, list(leaves.values()))) / len(valid)
     torch.testing.assert_close(first, expected, atol=1e-6, rtol=1e-4)
 

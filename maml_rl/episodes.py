@@ -150,7 +150,8 @@ class BatchEpisodes:
         :param baseline: callable mapping these episodes to ``[T, B]`` values (e.g. a fitted
             :class:`~maml_rl.baseline.LinearFeatureBaseline`).
         :param gae_lambda: GAE lambda (1 gives Monte-Carlo returns minus the baseline).
-        :param normalize: centre and scale the advantages over valid steps.
+        :param normalize: centre and scale the advantages over all valid steps, each step
+            weighing the same (as the losses average over steps, and as the MAML paper's code did).
         :return: the ``[T, B]`` advantages (also stored on the batch).
         """
         mask = self.mask
@@ -161,7 +162,7 @@ class BatchEpisodes:
         deltas = (self._rewards * mask + self.gamma * values[1:] - values[:-1]) * mask
         advantages = discounted_cumsum(deltas, self.gamma * gae_lambda) * mask
         if normalize:
-            advantages = weighted_normalize(advantages, lengths=self._lengths, mask=mask)
+            advantages = weighted_normalize(advantages, lengths=self._lengths, mask=mask, per_step=True)
         self._advantages = advantages
         return advantages
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch, stack_episodes
-from maml_rl.utils.torch_utils import discounted_cumsum, weighted_mean, weighted_normalize
+from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, weighted_mean, weighted_normalize
 
 
 def hand_episodes(**kwargs) -> BatchEpisodes:
@@ -77,9 +77,9 @@ def test_normalized_advantages_by_hand():
     episodes = hand_episodes()
     advantages = episodes.compute_advantages(ConstantBaseline(), gae_lambda=0.5, normalize=True)
     raw0, raw1 = [1.375, 3.5, 4.0], [1.5, 2.0]
-    # Each episode weighs the same: mean of per-episode means, then the same for squares.
-    mean = (sum(raw0) / 3 + sum(raw1) / 2) / 2
-    var = (sum((a - mean) ** 2 for a in raw0) / 3 + sum((a - mean) ** 2 for a in raw1) / 2) / 2
+    # Each valid step weighs the same: mean and variance over the 5 steps.
+    mean = sum(raw0 + raw1) / 5
+    var = sum((a - mean) ** 2 for a in raw0 + raw1) / 5
     std = math.sqrt(var) + 1e-8
     expected = torch.tensor(
         [[(raw0[0] - mean) / std, (raw1[0] - mean) / std], [(raw0[1] - mean) / std, (raw1[1] - mean) / std],
@@ -186,6 +186,13 @@ def test_weighted_mean_and_normalize():
     assert out[2, 1] == 0.0
     torch.testing.assert_close(weighted_mean(out, lengths=lengths).mean(), torch.tensor(0.0), atol=1e-6, rtol=0)
     torch.testing.assert_close(weighted_mean(out**2, lengths=lengths).mean(), torch.tensor(1.0))
+    # Per step: the 5 valid entries have mean 0 and variance 1; the per-episode moments do not.
+    out = weighted_normalize(x, lengths=lengths, per_step=True)
+    valid = out[length_mask(lengths, 3).bool()]
+    assert out[2, 1] == 0.0 and valid.numel() == 5
+    torch.testing.assert_close(valid.mean(), torch.tensor(0.0), atol=1e-6, rtol=0)
+    torch.testing.assert_close((valid**2).mean(), torch.tensor(1.0))
+    assert abs(weighted_mean(out, lengths=lengths).mean().item()) > 0.1
 
 
 @pytest.mark.parametrize("horizon", [5, 1100])

@@ -65,16 +65,21 @@ def weighted_normalize(
     lengths: torch.Tensor | Sequence[int] | None = None,
     mask: torch.Tensor | None = None,
     epsilon: float = 1e-8,
+    per_step: bool = False,
 ) -> torch.Tensor:
     """Centre and scale a time-major tensor using only its valid entries.
 
-    Mean and variance are averages of per-episode means (each episode weighs the
-    same, whatever its length); padded entries of the result are zero.
+    By default mean and variance are averages of per-episode means (each episode
+    weighs the same, whatever its length, as pytorch-maml-rl did); with
+    ``per_step`` they are taken over all valid steps together (each step weighs
+    the same, as rllab's ``center_advantages`` did). Padded entries of the result
+    are zero.
 
     :param tensor: time-major tensor ``[T, *S]``.
     :param lengths: episode lengths ``[*S]``.
     :param mask: validity mask ``[T, *S]`` (alternative to ``lengths``).
     :param epsilon: added to the standard deviation to avoid dividing by zero.
+    :param per_step: weigh every valid step the same instead of every episode.
     :return: normalised tensor with the same shape.
     """
     if lengths is None and mask is None:
@@ -83,6 +88,12 @@ def weighted_normalize(
         lengths = torch.as_tensor(lengths, device=tensor.device)
     if mask is None:
         mask = length_mask(lengths, tensor.shape[0], dtype=tensor.dtype)
+    if per_step:
+        count = mask.sum()
+        mean = (tensor * mask).sum() / count
+        centred = (tensor - mean) * mask
+        std = torch.sqrt((centred**2).sum() / count)
+        return centred / (std + epsilon)
     mean = weighted_mean(tensor, lengths=lengths, mask=mask).mean()
     centred = (tensor - mean) * mask
     std = torch.sqrt(weighted_mean(centred**2, lengths=lengths, mask=mask).mean())

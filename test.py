@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
             train_episodes, valid_episodes = sampler.sample(
                 batch_tasks, num_steps=num_steps, fast_lr=config["fast-lr"],
                 gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
+                averaging=config["loss-averaging"],
             )
             tasks.extend(batch_tasks)
             per_step.append(np.stack([mean_returns(episodes) for episodes in [*train_episodes, valid_episodes]]))

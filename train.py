@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> Path:
     baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
     env.close()
     metalearner = MAMLTRPO(policy, fast_lr=config["fast-lr"], num_steps=config["num-steps"],
-                           first_order=config["first-order"], device=device)
+                           first_order=config["first-order"], device=device, averaging=config["loss-averaging"])
     sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
                                seed=config["seed"], num_workers=args.num_workers)
 
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> Path:
                 train_episodes, valid_episodes = sampler.sample(
                     tasks, num_steps=config["num-steps"], fast_lr=config["fast-lr"],
                     gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
+                    averaging=config["loss-averaging"],
                 )
                 sampled_time = time.perf_counter()
 

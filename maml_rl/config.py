@@ -26,7 +26,14 @@ Keys marked "default" below may be left out of a file::
     cg-damping          conjugate-gradient damping            (default 1e-5)
     ls-max-steps        line-search steps                     (default 15)
     ls-backtrack-ratio  line-search shrink factor in (0, 1)   (default 0.8)
+    loss-averaging      "step" or "episode"                   (default "step")
     seed                seed of the run, or null              (default null)
+
+``loss-averaging`` is not in pytorch-maml-rl's files: it says how a task's
+losses and advantage normalisation weigh its steps. ``"step"`` weighs every
+valid step the same (the MAML paper's code); ``"episode"`` takes a mean of
+per-episode means (pytorch-maml-rl). They differ only for episodes that end
+early (2D navigation, Ant).
 """
 
 from __future__ import annotations
@@ -142,6 +149,14 @@ def _nonlinearity(key: str, value: Any) -> str:
     return value
 
 
+def _loss_averaging(key: str, value: Any) -> str:
+    from maml_rl.episodes import LOSS_AVERAGING
+
+    if not isinstance(value, str) or value not in LOSS_AVERAGING:
+        raise _Invalid
+    return value
+
+
 def _seed(key: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -171,6 +186,7 @@ CONFIG_KEYS: dict[str, _Key] = {
     "cg-damping": _Key(_number(0.0), "a number >= 0", 1.0e-5),
     "ls-max-steps": _Key(_integer(1), _POSITIVE_INT, 15),
     "ls-backtrack-ratio": _Key(_number(0.0, 1.0, open_low=True, open_high=True), "a number in (0, 1)", 0.8),
+    "loss-averaging": _Key(_loss_averaging, '"step" or "episode"', "step"),
     "seed": _Key(_seed, "null or an integer in [0, 2**63)", None),
 }
 

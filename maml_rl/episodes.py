@@ -144,14 +144,17 @@ class BatchEpisodes:
         baseline: Callable[["BatchEpisodes"], torch.Tensor],
         gae_lambda: float = 1.0,
         normalize: bool = True,
+        averaging: str = "step",
     ) -> torch.Tensor:
         """Generalised advantage estimation with ``baseline`` as value function.
 
         :param baseline: callable mapping these episodes to ``[T, B]`` values (e.g. a fitted
             :class:`~maml_rl.baseline.LinearFeatureBaseline`).
         :param gae_lambda: GAE lambda (1 gives Monte-Carlo returns minus the baseline).
-        :param normalize: centre and scale the advantages over all valid steps, each step
-            weighing the same (as the losses average over steps, and as the MAML paper's code did).
+        :param normalize: centre and scale the advantages over the valid steps.
+        :param averaging: ``"step"``: every valid step weighs the same in the mean and
+            variance (the MAML paper's code); ``"episode"``: every episode does
+            (pytorch-maml-rl). See :func:`loss_weights`.
         :return: the ``[T, B]`` advantages (also stored on the batch).
         """
         mask = self.mask
@@ -162,7 +165,9 @@ class BatchEpisodes:
         deltas = (self._rewards * mask + self.gamma * values[1:] - values[:-1]) * mask
         advantages = discounted_cumsum(deltas, self.gamma * gae_lambda) * mask
         if normalize:
-            advantages = weighted_normalize(advantages, lengths=self._lengths, mask=mask, per_step=True)
+            advantages = weighted_normalize(
+                advantages, lengths=self._lengths, mask=mask, per_step=check_loss_averaging(averaging) == "step"
+            )
         self._advantages = advantages
         return advantages
 
@@ -181,6 +186,35 @@ class BatchEpisodes:
             f"BatchEpisodes(T={len(self)}, B={self.batch_size}, obs_shape={tuple(self.observation_shape)}, "
             f"act_shape={tuple(self.action_shape)}, gamma={self.gamma}, task={self.task!r})"
         )
+
+
+#: How losses and advantage normalisation weigh the valid steps of a task.
+LOSS_AVERAGING = ("step", "episode")
+
+
+def check_loss_averaging(averaging: str) -> str:
+    """Return ``averaging`` if it is one of :data:`LOSS_AVERAGING`, else raise ``ValueError``."""
+    if averaging not in LOSS_AVERAGING:
+        raise ValueError(f"loss averaging must be 'step' or 'episode', got {averaging!r}")
+    return averaging
+
+
+def loss_weights(mask: torch.Tensor, lengths: torch.Tensor, averaging: str = "step") -> torch.Tensor:
+    """Weights over one task's steps that sum to 1, for losses ``(x * weights).sum()``.
+
+    ``"step"``: every valid step weighs the same (the MAML paper's code).
+    ``"episode"``: the mean of per-episode means (pytorch-maml-rl): a step of an
+    episode that ends early weighs more than a step of a full-length one.
+
+    :param mask: ``[T, *S, B]`` validity mask; the weights of each ``S`` index sum to 1.
+    :param lengths: ``[*S, B]`` episode lengths.
+    :param averaging: ``"step"`` or ``"episode"``.
+    :return: tensor shaped like ``mask``.
+    """
+    if check_loss_averaging(averaging) == "step":
+        return mask / mask.sum(dim=(0, -1), keepdim=True)
+    lengths = lengths.to(mask.dtype).clamp(min=1.0)
+    return mask / (lengths.unsqueeze(0) * mask.shape[-1])
 
 
 def _pad_time(tensor: torch.Tensor, horizon: int) -> torch.Tensor:
@@ -227,12 +261,10 @@ def stack_episodes(episodes_list: Sequence[BatchEpisodes]) -> dict[str, torch.Te
 class TaskBatch(NamedTuple):
     """Valid data of ``K`` tasks laid out task-major and flat in time, for batched losses.
 
-    ``M = T * B`` rows per task; ``weights`` is ``mask`` over the task's number
-    of valid steps, so that ``(x * weights).sum(-1)`` is, for each task, the mean
-    of ``x`` over all its valid steps. Every step weighs the same, as in the MAML
-    paper's code: a mean of per-episode means would give each step of an episode
-    that ends early (a 2D-navigation goal reached in a few steps) many times the
-    weight of a step in a full-length one.
+    ``M = T * B`` rows per task; ``weights`` come from :func:`loss_weights`, so
+    that ``(x * weights).sum(-1)`` is, for each task, the mean of ``x`` over all
+    its valid steps (``"step"``, the default, as in the MAML paper's code) or the
+    mean of its per-episode means (``"episode"``, as in pytorch-maml-rl).
     """
 
     observations: torch.Tensor  # [K, M, *obs_shape]
@@ -245,10 +277,11 @@ class TaskBatch(NamedTuple):
         return self.weights.shape[0]
 
     @classmethod
-    def from_episodes(cls, episodes_list: Sequence[BatchEpisodes]) -> "TaskBatch":
+    def from_episodes(cls, episodes_list: Sequence[BatchEpisodes], averaging: str = "step") -> "TaskBatch":
         """Build from one :class:`BatchEpisodes` per task (advantages must be computed).
 
         :param episodes_list: the ``K`` tasks' batches (same ``B``; ``T`` padded to the longest).
+        :param averaging: ``"step"`` or ``"episode"`` (:func:`loss_weights`).
         """
         stacked = stack_episodes(episodes_list)
         if "advantages" not in stacked:
@@ -258,7 +291,7 @@ class TaskBatch(NamedTuple):
         def task_major(tensor: torch.Tensor) -> torch.Tensor:
             return tensor.transpose(0, 1).reshape(num_tasks, horizon * batch_size, *tensor.shape[3:])
 
-        weights = stacked["mask"] / stacked["mask"].sum(dim=(0, 2), keepdim=True)
+        weights = loss_weights(stacked["mask"], stacked["lengths"], averaging)
         return cls(
             observations=task_major(stacked["observations"]),
             actions=task_major(stacked["actions"]),

@@ -7,7 +7,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 from torch.distributions import Distribution, kl_divergence
 
-from maml_rl.episodes import BatchEpisodes, TaskBatch
+from maml_rl.episodes import BatchEpisodes, TaskBatch, loss_weights
 
 
 def _flat_observations(observations: torch.Tensor, leading: int) -> torch.Tensor:
@@ -19,18 +19,20 @@ def reinforce_loss(
     policy: torch.nn.Module,
     episodes: BatchEpisodes,
     params: Mapping[str, torch.Tensor] | None = None,
+    averaging: str = "step",
 ) -> torch.Tensor:
-    """``-log pi(a|s) * advantage``, averaged over all valid steps (see :class:`~maml_rl.episodes.TaskBatch`).
+    """``-log pi(a|s) * advantage``, averaged over the valid steps (see :func:`~maml_rl.episodes.loss_weights`).
 
     :param policy: callable ``policy(observations, params=...) -> Distribution``.
     :param episodes: one task's batch, with advantages computed.
     :param params: parameters to evaluate the policy at (its own when ``None``).
+    :param averaging: ``"step"`` (every valid step weighs the same) or ``"episode"``.
     :return: scalar loss.
     """
     pi = policy(_flat_observations(episodes.observations, 2), params=params)
     log_probs = pi.log_prob(episodes.actions)
-    mask = episodes.mask
-    return -(log_probs * episodes.advantages * mask).sum() / mask.sum()
+    weights = loss_weights(episodes.mask, episodes.lengths, averaging)
+    return -(log_probs * episodes.advantages * weights).sum()
 
 
 def batched_reinforce_loss(

@@ -44,8 +44,9 @@ def test_configs_are_shipped():
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.stem)
 def test_shipped_config_is_valid_and_builds_its_env(path):
-    # Written out in full, as the reference configs: every key but the seed (env-kwargs when any).
-    assert set(read_config_file(path)) | {"seed", "env-kwargs"} == set(CONFIG_KEYS)
+    # Written out in full, as the reference configs: every key but the seed (env-kwargs when any)
+    # and loss-averaging, which the reference did not have.
+    assert set(read_config_file(path)) | {"seed", "env-kwargs", "loss-averaging"} == set(CONFIG_KEYS)
     config = load_config(path)
     assert config["env-name"] in maml_rl.envs.ENV_IDS
     env = build_env(config)
@@ -64,7 +65,7 @@ def test_2d_navigation_default_has_the_paper_settings():
         "gamma": 0.99, "gae-lambda": 1.0, "first-order": False, "hidden-sizes": [100, 100], "nonlinearity": "ReLU",
         "fast-batch-size": 20, "num-steps": 1, "fast-lr": 0.5, "num-batches": 100, "meta-batch-size": 40,
         "max-kl": 1.0e-2, "cg-iters": 10, "cg-damping": 1.0e-5, "ls-max-steps": 15, "ls-backtrack-ratio": 0.8,
-        "seed": None,
+        "loss-averaging": "step", "seed": None,
     }
 
 
@@ -75,7 +76,7 @@ def test_2d_navigation_reference_port():
         "gae-lambda": 1.0, "first-order": False, "hidden-sizes": [64, 64], "nonlinearity": "Tanh",
         "fast-batch-size": 20, "num-steps": 1, "fast-lr": 0.1, "num-batches": 500, "meta-batch-size": 20,
         "max-kl": 1.0e-2, "cg-iters": 10, "cg-damping": 1.0e-5, "ls-max-steps": 15, "ls-backtrack-ratio": 0.8,
-        "seed": None,
+        "loss-averaging": "episode", "seed": None,
     }
 
 
@@ -115,6 +116,7 @@ def test_unknown_key_names_it_and_lists_valid_keys():
         ("first-order", "yes", "expected true or false"),
         ("hidden-sizes", [64, 0], "expected a list of integers >= 1"),
         ("nonlinearity", "tanhh", "valid names are"),
+        ("loss-averaging", "steps", 'expected "step" or "episode"'),
         ("env-kwargs", [1, 2], "expected a mapping"),
         ("ls-backtrack-ratio", 1.0, "expected a number in (0, 1)"),
         ("seed", -1, "expected null or an integer"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from maml_rl.episodes import BatchEpisodes, TaskBatch, stack_episodes
+from maml_rl.episodes import BatchEpisodes, TaskBatch, loss_weights, stack_episodes
 from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, weighted_mean, weighted_normalize
 
 
@@ -204,3 +204,33 @@ def test_discounted_cumsum_matches_a_loop(horizon):
         running = x[t] + 0.9 * running
         expected[t] = running
     torch.testing.assert_close(discounted_cumsum(x, 0.9), expected)
+
+
+def test_task_batch_weights_give_episode_means_when_asked():
+    a, b = hand_episodes(), hand_episodes()
+    for episodes in (a, b):
+        episodes.compute_advantages(ConstantBaseline(), normalize=False)
+    batch = TaskBatch.from_episodes([a, b], averaging="episode")
+    per_task = (batch.advantages * batch.weights).sum(-1)
+    # pytorch-maml-rl's loss: the mean of the two episodes' own means.
+    episode_means = [sum(a.advantages[t, i].item() for t in range(length)) / length for i, length in enumerate((3, 2))]
+    torch.testing.assert_close(per_task, torch.tensor(sum(episode_means) / 2).repeat(2))
+    # One task's weights (what reinforce_loss uses) are the same.
+    torch.testing.assert_close(loss_weights(a.mask, a.lengths, "episode").reshape(-1), batch.weights[0])
+    with pytest.raises(ValueError, match="'step' or 'episode'"):
+        loss_weights(a.mask, a.lengths, "steps")
+
+
+def test_normalized_advantages_per_episode_by_hand():
+    episodes = hand_episodes()
+    advantages = episodes.compute_advantages(ConstantBaseline(), gae_lambda=0.5, normalize=True, averaging="episode")
+    raw0, raw1 = [1.375, 3.5, 4.0], [1.5, 2.0]
+    # Each episode weighs the same: mean of per-episode means, then the same for squares.
+    mean = (sum(raw0) / 3 + sum(raw1) / 2) / 2
+    var = (sum((a - mean) ** 2 for a in raw0) / 3 + sum((a - mean) ** 2 for a in raw1) / 2) / 2
+    std = math.sqrt(var) + 1e-8
+    expected = torch.tensor(
+        [[(raw0[0] - mean) / std, (raw1[0] - mean) / std], [(raw0[1] - mean) / std, (raw1[1] - mean) / std],
+         [(raw0[2] - mean) / std, 0.0]]
+    )
+    torch.testing.assert_close(advantages, expected)

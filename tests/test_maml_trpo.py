@@ -60,15 +60,24 @@ def step_mean(values, episodes):
     return (values * episodes.mask).sum() / episodes.mask.sum()
 
 
-def adapt_single(policy, task_train, params, fast_lr, first_order):
-    """Reference inner loop for one task, without any batching."""
+def episode_mean(values, episodes):
+    """Mean of one task's per-episode means (pytorch-maml-rl's averaging)."""
+    return ((values * episodes.mask).sum(0) / episodes.lengths).mean()
+
+
+def adapt_single(policy, task_train, params, fast_lr, first_order, mean=None):
+    """Reference inner loop for one task, without any batching (``mean`` writes the loss by hand)."""
     for episodes in task_train:
-        loss = reinforce_loss(policy, episodes, params=params)
+        if mean is None:
+            loss = reinforce_loss(policy, episodes, params=params)
+        else:
+            pi = policy(episodes.observations, params=params)
+            loss = -mean(pi.log_prob(episodes.actions) * episodes.advantages, episodes)
         params = policy.update_params(loss, params=params, step_size=fast_lr, first_order=first_order)
     return params
 
 
-def per_task_objectives(policy, train, valid, fast_lr, first_order=False):
+def per_task_objectives(policy, train, valid, fast_lr, first_order=False, mean=None):
     """Mean post-adaptation surrogate loss and KL as functions of a flat parameter vector."""
     names = [name for name, _ in policy.named_meta_parameters()]
     refs = [p.detach() for _, p in policy.named_meta_parameters()]
@@ -77,7 +86,7 @@ def per_task_objectives(policy, train, valid, fast_lr, first_order=False):
     def distributions(flat):
         params = OrderedDict(zip(names, unflatten_like(flat, refs)))
         for k in range(num_tasks):
-            adapted = adapt_single(policy, [step[k] for step in train], params, fast_lr, first_order)
+            adapted = adapt_single(policy, [step[k] for step in train], params, fast_lr, first_order, mean)
             yield k, policy(valid[k].observations, params=adapted)
 
     flat0 = flatten_tensors(refs)
@@ -87,13 +96,13 @@ def per_task_objectives(policy, train, valid, fast_lr, first_order=False):
         total = 0.0
         for k, pi in distributions(flat):
             ratio = torch.exp(pi.log_prob(valid[k].actions) - old[k].log_prob(valid[k].actions))
-            total = total - step_mean(ratio * valid[k].advantages, valid[k])
+            total = total - (mean or step_mean)(ratio * valid[k].advantages, valid[k])
         return total / num_tasks
 
     def kl(flat):
         total = 0.0
         for k, pi in distributions(flat):
-            total = total + step_mean(kl_divergence(old[k], pi), valid[k])
+            total = total + (mean or step_mean)(kl_divergence(old[k], pi), valid[k])
         return total / num_tasks
 
     return flat0, loss, kl
@@ -134,6 +143,21 @@ def test_closed_form_and_autograd_curvature_agree(num_steps):
     torch.testing.assert_close(hvp_closed(v), hvp_autograd(v))
     with pytest.raises(ValueError, match="curvature must be 'auto' or 'autograd'"):
         MAMLTRPO(policy, curvature="exact")
+
+
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_episode_averaging_meta_gradient_matches_per_episode_means(num_steps):
+    policy, train, valid = problem(num_steps=num_steps)
+    learner = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps, averaging="episode")
+    flat0, loss, _ = per_task_objectives(policy, train, valid, fast_lr=0.3, mean=episode_mean)
+    flat = flat0.clone().requires_grad_()
+    (expected,) = torch.autograd.grad(loss(flat), [flat])
+    torch.testing.assert_close(learner.meta_gradient(train, valid), expected, atol=1e-6, rtol=1e-4)
+    # The episodes have different lengths, so per-step averaging gives another gradient.
+    per_step = MAMLTRPO(policy, fast_lr=0.3, num_steps=num_steps).meta_gradient(train, valid)
+    assert not torch.allclose(per_step, expected, atol=1e-4, rtol=1e-3)
+    with pytest.raises(ValueError, match="'step' or 'episode'"):
+        MAMLTRPO(policy, averaging="steps")
 
 
 def test_first_order_meta_gradient_treats_adapted_params_as_constants():

@@ -11,7 +11,7 @@ import torch
 from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
 
-from maml_rl.episodes import BatchEpisodes, TaskBatch
+from maml_rl.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
 from maml_rl.losses import (
     batched_kl_hessian,
     batched_reinforce_hessian,
@@ -219,6 +219,7 @@ class MAMLTRPO:
         first_order: bool = False,
         device: str | torch.device = "cpu",
         curvature: str = "auto",
+        averaging: str = "step",
     ) -> None:
         if not getattr(policy, "supports_batched_params", False):
             raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
@@ -230,6 +231,7 @@ class MAMLTRPO:
         if curvature not in ("auto", "autograd"):
             raise ValueError(f"curvature must be 'auto' or 'autograd', got {curvature!r}")
         self.curvature = curvature
+        self.averaging = check_loss_averaging(averaging)
 
     # ------------------------------------------------------------ adaptation
     def adapt(
@@ -249,7 +251,7 @@ class MAMLTRPO:
             train_episodes = [train_episodes]
         params = OrderedDict(self.policy.named_meta_parameters())
         for episodes in train_episodes:
-            loss = reinforce_loss(self.policy, episodes.to(self.device), params=params)
+            loss = reinforce_loss(self.policy, episodes.to(self.device), params=params, averaging=self.averaging)
             params = self.policy.update_params(loss, params=params, step_size=self.fast_lr, first_order=first_order)
         return params
 
@@ -310,7 +312,7 @@ class MAMLTRPO:
     # ------------------------------------------------------------- meta-step
     def task_batch(self, episodes_list: Sequence[BatchEpisodes]) -> TaskBatch:
         """Stack one batch per task into a :class:`~maml_rl.episodes.TaskBatch` on this device."""
-        batch = TaskBatch.from_episodes(episodes_list)
+        batch = TaskBatch.from_episodes(episodes_list, self.averaging)
         return TaskBatch(*(t.to(self.device) for t in batch))
 
     def meta_gradient(

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.distributions import Distribution
 
-from maml_rl.episodes import BatchEpisodes
+from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.losses import reinforce_loss
 
 from .action_noise import actions_from_noise, draw_noise
@@ -138,8 +138,12 @@ class MultiTaskSampler:
         gamma: float = 0.95,
         gae_lambda: float = 1.0,
         device: Union[str, torch.device] = "cpu",
+        averaging: str = "step",
     ) -> Tuple[List[List[BatchEpisodes]], List[BatchEpisodes]]:
         """Roll out, adapt, and roll out again with the adapted parameters.
+
+        ``averaging`` (``"step"`` or ``"episode"``) weighs the steps of a task in the
+        inner loss and the advantage normalisation (:func:`maml_rl.episodes.loss_weights`).
 
         :returns: ``(train_episodes, valid_episodes)``: ``train_episodes[step][task]``
             are the episodes gathered before inner step ``step`` and
@@ -160,10 +164,12 @@ class MultiTaskSampler:
         params: List[Optional[Params]] = [None] * len(tasks)
         train_episodes = []
         for _ in range(num_steps):
-            episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device)
+            episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device,
+                                    averaging=averaging)
             train_episodes.append(episodes)
-            params = [self._adapt(batch, p, fast_lr) for batch, p in zip(episodes, params)]
-        valid_episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device)
+            params = [self._adapt(batch, p, fast_lr, averaging) for batch, p in zip(episodes, params)]
+        valid_episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device,
+                                      averaging=averaging)
         return train_episodes, valid_episodes
 
     def rollout(
@@ -174,6 +180,7 @@ class MultiTaskSampler:
         gamma: float = 0.95,
         gae_lambda: float = 1.0,
         device: Union[str, torch.device] = "cpu",
+        averaging: str = "step",
     ) -> List[BatchEpisodes]:
         """Roll out ``batch_size`` episodes of each task under given parameters.
 
@@ -184,10 +191,12 @@ class MultiTaskSampler:
             parameters for every task, or a list with one dict (or ``None``)
             per task.
         :returns: one ``BatchEpisodes`` per task, in the order of ``tasks``,
-            with advantages computed when a baseline was given.
+            with advantages computed when a baseline was given (normalised
+            with ``averaging``'s weighting).
         """
         if self.closed:
             raise SamplerClosedError("the sampler is closed; create a new one")
+        check_loss_averaging(averaging)
         tasks = list(tasks)
         if not tasks:
             raise ValueError("rollout() needs at least one task")
@@ -217,7 +226,7 @@ class MultiTaskSampler:
         if self.baseline is not None:
             for batch in episodes:
                 self.baseline.fit(batch)
-                batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True)
+                batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True, averaging=averaging)
         return episodes
 
     def state_dict(self) -> dict:
@@ -258,8 +267,8 @@ class MultiTaskSampler:
 
     # -- internals ----------------------------------------------------------
 
-    def _adapt(self, episodes: BatchEpisodes, params: Optional[Params], fast_lr: float) -> Params:
-        loss = reinforce_loss(self.policy, episodes, params=params)
+    def _adapt(self, episodes: BatchEpisodes, params: Optional[Params], fast_lr: float, averaging: str) -> Params:
+        loss = reinforce_loss(self.policy, episodes, params=params, averaging=averaging)
         new = self.policy.update_params(loss, params=params, step_size=fast_lr, first_order=True)
         # Detached (sampling needs no meta-gradient) but differentiable again
         # for the next inner step.

@@ -271,7 +271,9 @@ def load_checkpoint(
     state = torch.load(path, map_location="cpu", weights_only=False)
     if state.get("version") != CHECKPOINT_VERSION:
         raise ConfigError(f"{path}: unsupported checkpoint version {state.get('version')!r}")
-    differences = config_diff(state["config"], config, ignore=RESUMABLE_CHANGES)
+    # Resolved again so that a key added since (with its default) is not a change.
+    saved = validate_config(state["config"], source=str(path))
+    differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
     if differences:
         raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
     policy.load_state_dict(state["policy"])

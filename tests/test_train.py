@@ -151,6 +151,30 @@ def test_resume_a_run_killed_before_its_first_checkpoint(reference_run, tmp_path
     assert not list(folder.glob(".*.tmp"))
 
 
+def test_resume_a_run_saved_before_a_defaulted_key_existed(reference_run, tmp_path):
+    """A run written before loss-averaging existed resumes with its default, as if the key were written."""
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved.pop("loss-averaging") == "step"
+    (folder / "config.json").write_text(json.dumps(saved))
+    checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False)
+    del checkpoint["config"]["loss-averaging"]
+    torch.save(checkpoint, folder / "checkpoint.pt")
+
+    run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    assert_same_policy(load_policy(folder), load_policy(reference_run))
+
+
+def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False)
+    checkpoint["config"]["loss-averaging"] = "episode"
+    torch.save(checkpoint, folder / "checkpoint.pt")
+    with pytest.raises(ConfigError, match="loss-averaging: 'episode' -> 'step'"):
+        run(write_config(tmp_path), folder, "--resume", "--num-batches", "2")
+
 def test_mujoco_env(tmp_path):
     config = write_config(
         tmp_path, **{"env-name": "HalfCheetahVel-v5", "fast-batch-size": 2, "meta-batch-size": 2, "num-batches": 1,

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, weighted_normalize
+from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_normalize
 
 ArrayLike = torch.Tensor | np.ndarray
 
@@ -211,10 +211,7 @@ def loss_weights(mask: torch.Tensor, lengths: torch.Tensor, averaging: str = "st
     :param averaging: ``"step"`` or ``"episode"``.
     :return: tensor shaped like ``mask``.
     """
-    if check_loss_averaging(averaging) == "step":
-        return mask / mask.sum(dim=(0, -1), keepdim=True)
-    lengths = lengths.to(mask.dtype).clamp(min=1.0)
-    return mask / (lengths.unsqueeze(0) * mask.shape[-1])
+    return mean_weights(mask, lengths, per_step=check_loss_averaging(averaging) == "step", dim=(0, -1))
 
 
 def _pad_time(tensor: torch.Tensor, horizon: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch, loss_weights, stack_episodes
-from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, weighted_mean, weighted_normalize
+from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_mean, weighted_normalize
 
 
 def hand_episodes(**kwargs) -> BatchEpisodes:
@@ -193,6 +193,24 @@ def test_weighted_mean_and_normalize():
     torch.testing.assert_close(valid.mean(), torch.tensor(0.0), atol=1e-6, rtol=0)
     torch.testing.assert_close((valid**2).mean(), torch.tensor(1.0))
     assert abs(weighted_mean(out, lengths=lengths).mean().item()) > 0.1
+
+
+def test_mean_weights_by_hand():
+    # Two tasks (axis 1) of two episodes (axis 2), lengths 3 and 1, then 2 and 2.
+    lengths = torch.tensor([[3, 1], [2, 2]])
+    mask = length_mask(lengths, 3)
+    x = torch.arange(12.0).view(3, 2, 2)
+    per_step = mean_weights(mask, lengths, per_step=True, dim=(0, -1))
+    per_episode = mean_weights(mask, lengths, dim=(0, -1))
+    torch.testing.assert_close((x * per_step).sum((0, -1)), torch.tensor([(0 + 4 + 8 + 1) / 4, (2 + 6 + 3 + 7) / 4]))
+    torch.testing.assert_close(
+        (x * per_episode).sum((0, -1)), torch.tensor([((0 + 4 + 8) / 3 + 1) / 2, ((2 + 6) / 2 + (3 + 7) / 2) / 2])
+    )
+    # Over every axis (the default): one mean over the whole batch; padded steps weigh nothing.
+    assert mean_weights(mask, lengths).sum().item() == pytest.approx(1.0)
+    assert mean_weights(mask, per_step=True)[mask == 0].abs().sum() == 0
+    with pytest.raises(ValueError, match="time axis"):
+        mean_weights(mask, dim=-1)
 
 
 @pytest.mark.parametrize("horizon", [5, 1100])

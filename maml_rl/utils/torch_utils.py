@@ -60,6 +60,36 @@ def weighted_mean(
     return (tensor * mask).sum(0) / counts
 
 
+def mean_weights(
+    mask: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    per_step: bool = False,
+    dim: int | Sequence[int] | None = None,
+) -> torch.Tensor:
+    """Weights ``w`` such that ``(x * w).sum(dim)`` is a mean of ``x`` over the valid steps.
+
+    With ``per_step`` every valid step weighs the same (rllab's and the MAML
+    paper's code); otherwise every episode does, whatever its length: the mean
+    of per-episode means (pytorch-maml-rl). They differ only when episodes have
+    different lengths.
+
+    :param mask: time-major validity mask ``[T, *S]``.
+    :param lengths: episode lengths ``[*S]`` (default: ``mask.sum(0)``).
+    :param per_step: weigh every valid step the same instead of every episode.
+    :param dim: the time axis 0 and the episode axes averaged over (default: all);
+        the weights sum to 1 over them for every index of the other axes.
+    :return: tensor shaped like ``mask``.
+    """
+    dims = tuple(range(mask.dim())) if dim is None else tuple(d % mask.dim() for d in np.atleast_1d(dim))
+    if 0 not in dims:
+        raise ValueError(f"mean_weights averages over the time axis 0, got dim={dim!r}")
+    if per_step:
+        return mask / mask.sum(dim=dims, keepdim=True).clamp(min=1.0)
+    counts = mask.sum(0) if lengths is None else lengths.to(mask.dtype)
+    episodes = int(np.prod([mask.shape[d] for d in dims if d != 0]))
+    return mask / (counts.clamp(min=1.0).unsqueeze(0) * episodes)
+
+
 def weighted_normalize(
     tensor: torch.Tensor,
     lengths: torch.Tensor | Sequence[int] | None = None,
@@ -69,11 +99,10 @@ def weighted_normalize(
 ) -> torch.Tensor:
     """Centre and scale a time-major tensor using only its valid entries.
 
-    By default mean and variance are averages of per-episode means (each episode
-    weighs the same, whatever its length, as pytorch-maml-rl did); with
-    ``per_step`` they are taken over all valid steps together (each step weighs
-    the same, as rllab's ``center_advantages`` did). Padded entries of the result
-    are zero.
+    Mean and variance are weighted by :func:`mean_weights`: by default every
+    episode weighs the same, whatever its length (pytorch-maml-rl); with
+    ``per_step`` every valid step does (rllab's ``center_advantages``). Padded
+    entries of the result are zero.
 
     :param tensor: time-major tensor ``[T, *S]``.
     :param lengths: episode lengths ``[*S]``.
@@ -88,15 +117,10 @@ def weighted_normalize(
         lengths = torch.as_tensor(lengths, device=tensor.device)
     if mask is None:
         mask = length_mask(lengths, tensor.shape[0], dtype=tensor.dtype)
-    if per_step:
-        count = mask.sum()
-        mean = (tensor * mask).sum() / count
-        centred = (tensor - mean) * mask
-        std = torch.sqrt((centred**2).sum() / count)
-        return centred / (std + epsilon)
-    mean = weighted_mean(tensor, lengths=lengths, mask=mask).mean()
+    weights = mean_weights(mask, lengths, per_step=per_step)
+    mean = (tensor * weights).sum()
     centred = (tensor - mean) * mask
-    std = torch.sqrt(weighted_mean(centred**2, lengths=lengths, mask=mask).mean())
+    std = torch.sqrt((centred**2 * weights).sum())
     return centred / (std + epsilon)
 
 

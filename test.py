@@ -85,11 +85,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def summary_table(returns_per_step: np.ndarray) -> str:
-    """``step | mean return ± std over tasks`` for a ``[K+1, num_tasks]`` array."""
-    lines = ["step | mean return ± std over tasks", "-----+------------------------------"]
+    """``step | mean return ± std over tasks | standard error of the mean`` for a ``[K+1, num_tasks]`` array.
+
+    The standard error says how far the mean over these tasks may be from the mean over
+    all tasks: compare two policies (or a paper's figure) within a few of it.
+    """
+    lines = [
+        "step | mean return ± std over tasks | std. error of the mean",
+        "-----+------------------------------+-----------------------",
+    ]
     for step, returns in enumerate(returns_per_step):
         note = "  (before adaptation)" if step == 0 else ""
-        lines.append(f"{step:4d} | {returns.mean():12.3f} ± {returns.std():.3f}{note}")
+        error = f"{returns.std(ddof=1) / np.sqrt(returns.size):10.3f}" if returns.size > 1 else f"{'-':>10}"
+        lines.append(f"{step:4d} | {returns.mean():12.3f} ± {returns.std():<14.3f}| {error}{note}")
     return "\n".join(lines)
 
 

@@ -125,8 +125,11 @@ def test_plot(run_folder, tmp_path):
 def test_summary_table():
     table = evaluate.summary_table(np.array([[1.0, 3.0], [2.0, 2.0]]))
     lines = table.splitlines()
-    assert lines[2] == "   0 |        2.000 ± 1.000  (before adaptation)"
-    assert lines[3] == "   1 |        2.000 ± 0.000"
+    # Population std over tasks; standard error from the sample std: sqrt(2) / sqrt(2).
+    assert lines[2] == "   0 |        2.000 ± 1.000         |      1.000  (before adaptation)"
+    assert lines[3] == "   1 |        2.000 ± 0.000         |      0.000"
+    single = evaluate.summary_table(np.array([[5.0]])).splitlines()
+    assert single[2] == "   0 |        5.000 ± 0.000         |          -  (before adaptation)"
 
 
 def test_policy_file_is_a_state_dict(run_folder):

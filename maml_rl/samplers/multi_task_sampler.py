@@ -302,7 +302,10 @@ class MultiTaskSampler:
         def per_task(array: np.ndarray) -> torch.Tensor:
             tensor = torch.from_numpy(array[:horizon, :K * B])
             rest = tensor.shape[2:]
-            tensor = tensor.reshape(horizon, K, B, *rest).transpose(0, 1).contiguous()
+            # Always a copy: `.contiguous()` would return a view of the shared
+            # buffer when K == 1 or horizon == 1, and the next rollout would
+            # overwrite the episodes handed out by this one.
+            tensor = tensor.reshape(horizon, K, B, *rest).transpose(0, 1).clone(memory_format=torch.contiguous_format)
             # Rows past an episode's end hold stale values from earlier calls.
             return tensor.masked_fill_(invalid.reshape(K, horizon, B, *([1] * len(rest))), 0)
 

@@ -1,4 +1,4 @@
-"""Meta-train a policy with MAML-TRPO.
+"""Meta-train a policy with MAML-TRPO (or the config's ``algorithm``).
 
     python train.py                                   # 2D navigation into runs/2d-navigation
     python train.py --config configs/maml/halfcheetah-vel.yaml --output-folder runs/cheetah-vel --seed 1
@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.config import ConfigError, build_env, parse_override
-from maml_rl.metalearners import MAMLTRPO
+from maml_rl.metalearners import make_metalearner
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.utils.memory import keep_freed_memory
@@ -117,8 +117,7 @@ def main(argv: list[str] | None = None) -> Path:
     policy = get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
     baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
     env.close()
-    metalearner = MAMLTRPO(policy, fast_lr=config["fast-lr"], num_steps=config["num-steps"],
-                           first_order=config["first-order"], device=device, averaging=config["loss-averaging"])
+    metalearner = make_metalearner(config, policy, device)
     sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
                                seed=config["seed"], num_workers=args.num_workers)
 
@@ -136,18 +135,13 @@ def main(argv: list[str] | None = None) -> Path:
                 start_time = time.perf_counter()
                 tasks = sampler.sample_tasks(config["meta-batch-size"])
                 train_episodes, valid_episodes = sampler.sample(
-                    tasks, num_steps=config["num-steps"], fast_lr=config["fast-lr"],
+                    tasks, inner_loop=metalearner.inner_loop,
                     gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
-                    averaging=config["loss-averaging"],
                 )
                 sampled_time = time.perf_counter()
 
                 # Outer loop: one TRPO step on the loss of the adapted policies.
-                logs = metalearner.step(
-                    train_episodes, valid_episodes,
-                    max_kl=config["max-kl"], cg_iters=config["cg-iters"], cg_damping=config["cg-damping"],
-                    ls_max_steps=config["ls-max-steps"], ls_backtrack_ratio=config["ls-backtrack-ratio"],
-                )
+                logs = metalearner.step(train_episodes, valid_episodes)
                 optimized_time = time.perf_counter()
 
                 stats = episode_stats(train_episodes, valid_episodes)

@@ -7,8 +7,10 @@ unknown key, a value of the wrong type or out of range, or an unregistered
 environment id raises :class:`ConfigError` naming the key, the value and
 what is expected.
 
-Keys marked "default" below may be left out of a file::
+Keys marked "default" below may be left out of a file; every default comes
+from :data:`maml_rl.hyperparameters.DEFAULTS`::
 
+    algorithm           meta-learner, a key of METALEARNERS   (default "maml-trpo")
     env-name            registered gymnasium id (e.g. 2DNavigation-v0)
     env-kwargs          mapping passed to gymnasium.make      (default {})
     gamma               discount factor in [0, 1]
@@ -47,6 +49,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import yaml
+
+from maml_rl.hyperparameters import DEFAULTS
 
 __all__ = [
     "CONFIG_KEYS",
@@ -157,6 +161,14 @@ def _loss_averaging(key: str, value: Any) -> str:
     return value
 
 
+def _algorithm(key: str, value: Any) -> str:
+    from maml_rl.metalearners import METALEARNERS
+
+    if not isinstance(value, str) or value not in METALEARNERS:
+        raise _Invalid(f"one of: {', '.join(METALEARNERS)}")
+    return value
+
+
 def _seed(key: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -169,24 +181,26 @@ _POSITIVE_INT = "an integer >= 1"
 
 #: Every key a configuration may hold, in the order they are written out.
 CONFIG_KEYS: dict[str, _Key] = {
+    "algorithm": _Key(_algorithm, "a meta-learner name", DEFAULTS.algorithm),
     "env-name": _Key(_env_name, "a registered environment id (string)"),
     "env-kwargs": _Key(_env_kwargs, "a mapping of keyword arguments for gymnasium.make", {}),
     "gamma": _Key(_number(0.0, 1.0), "a number in [0, 1]"),
-    "gae-lambda": _Key(_number(0.0, 1.0), "a number in [0, 1]", 1.0),
-    "first-order": _Key(_boolean, "true or false", False),
+    "gae-lambda": _Key(_number(0.0, 1.0), "a number in [0, 1]", DEFAULTS.gae_lambda),
+    "first-order": _Key(_boolean, "true or false", DEFAULTS.first_order),
     "hidden-sizes": _Key(_hidden_sizes, "a list of integers >= 1, e.g. [64, 64]"),
     "nonlinearity": _Key(_nonlinearity, "an activation name such as tanh or relu"),
     "fast-batch-size": _Key(_integer(1), _POSITIVE_INT),
-    "num-steps": _Key(_integer(1), _POSITIVE_INT, 1),
+    "num-steps": _Key(_integer(1), _POSITIVE_INT, DEFAULTS.num_steps),
     "fast-lr": _Key(_number(0.0, open_low=True), "a number > 0"),
     "num-batches": _Key(_integer(1), _POSITIVE_INT),
     "meta-batch-size": _Key(_integer(1), _POSITIVE_INT),
-    "max-kl": _Key(_number(0.0, open_low=True), "a number > 0", 1.0e-2),
-    "cg-iters": _Key(_integer(1), _POSITIVE_INT, 10),
-    "cg-damping": _Key(_number(0.0), "a number >= 0", 1.0e-5),
-    "ls-max-steps": _Key(_integer(1), _POSITIVE_INT, 15),
-    "ls-backtrack-ratio": _Key(_number(0.0, 1.0, open_low=True, open_high=True), "a number in (0, 1)", 0.8),
-    "loss-averaging": _Key(_loss_averaging, '"step" or "episode"', "step"),
+    "max-kl": _Key(_number(0.0, open_low=True), "a number > 0", DEFAULTS.max_kl),
+    "cg-iters": _Key(_integer(1), _POSITIVE_INT, DEFAULTS.cg_iters),
+    "cg-damping": _Key(_number(0.0), "a number >= 0", DEFAULTS.cg_damping),
+    "ls-max-steps": _Key(_integer(1), _POSITIVE_INT, DEFAULTS.ls_max_steps),
+    "ls-backtrack-ratio": _Key(_number(0.0, 1.0, open_low=True, open_high=True), "a number in (0, 1)",
+                               DEFAULTS.ls_backtrack_ratio),
+    "loss-averaging": _Key(_loss_averaging, '"step" or "episode"', DEFAULTS.loss_averaging),
     "seed": _Key(_seed, "null or an integer in [0, 2**63)", None),
 }
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_normalize
 
 ArrayLike = torch.Tensor | np.ndarray
@@ -23,6 +24,13 @@ class BatchEpisodes:
     :param task: the task the episodes come from (kept for logging).
     :param gamma: discount factor used for returns and advantages.
     :param device: device the tensors live on.
+    :param behaviour_params: the parameters of the policy that sampled the
+        episodes (as SB3's rollout buffer keeps the behaviour log-probabilities):
+        the meta-learner builds its importance ratios and KL from them, and
+        checks them against its own adaptation. ``None`` for episodes from
+        elsewhere, which are then taken to be on-policy.
+    :param inner_loop: the :class:`~maml_rl.adaptation.InnerLoop` that produced
+        ``behaviour_params`` (for error messages), if any.
     """
 
     def __init__(
@@ -33,12 +41,16 @@ class BatchEpisodes:
         lengths: ArrayLike | Sequence[int],
         *,
         task: Any = None,
-        gamma: float = 0.95,
+        gamma: float = DEFAULTS.gamma,
         device: str | torch.device = "cpu",
+        behaviour_params: Mapping[str, torch.Tensor] | None = None,
+        inner_loop: Any = None,
     ) -> None:
         self.task = task
         self.gamma = float(gamma)
         self.device = torch.device(device)
+        self.behaviour_params = None if behaviour_params is None else dict(behaviour_params)
+        self.inner_loop = inner_loop
 
         self._observations = torch.as_tensor(observations, dtype=torch.float32, device=self.device)
         actions = torch.as_tensor(actions, device=self.device)
@@ -144,7 +156,7 @@ class BatchEpisodes:
         baseline: Callable[["BatchEpisodes"], torch.Tensor],
         gae_lambda: float = 1.0,
         normalize: bool = True,
-        averaging: str = "step",
+        averaging: str = DEFAULTS.loss_averaging,
     ) -> torch.Tensor:
         """Generalised advantage estimation with ``baseline`` as value function.
 
@@ -179,6 +191,8 @@ class BatchEpisodes:
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, value.to(device))
+        if self.behaviour_params is not None:
+            self.behaviour_params = {name: p.to(device) for name, p in self.behaviour_params.items()}
         return self
 
     def __repr__(self) -> str:
@@ -199,7 +213,7 @@ def check_loss_averaging(averaging: str) -> str:
     return averaging
 
 
-def loss_weights(mask: torch.Tensor, lengths: torch.Tensor, averaging: str = "step") -> torch.Tensor:
+def loss_weights(mask: torch.Tensor, lengths: torch.Tensor, averaging: str = DEFAULTS.loss_averaging) -> torch.Tensor:
     """Weights over one task's steps that sum to 1, for losses ``(x * weights).sum()``.
 
     ``"step"``: every valid step weighs the same (the MAML paper's code).
@@ -274,7 +288,7 @@ class TaskBatch(NamedTuple):
         return self.weights.shape[0]
 
     @classmethod
-    def from_episodes(cls, episodes_list: Sequence[BatchEpisodes], averaging: str = "step") -> "TaskBatch":
+    def from_episodes(cls, episodes_list: Sequence[BatchEpisodes], averaging: str = DEFAULTS.loss_averaging) -> "TaskBatch":
         """Build from one :class:`BatchEpisodes` per task (advantages must be computed).
 
         :param episodes_list: the ``K`` tasks' batches (same ``B``; ``T`` padded to the longest).

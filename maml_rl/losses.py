@@ -8,6 +8,7 @@ import torch
 from torch.distributions import Distribution, kl_divergence
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch, loss_weights
+from maml_rl.hyperparameters import DEFAULTS
 
 
 def _flat_observations(observations: torch.Tensor, leading: int) -> torch.Tensor:
@@ -19,7 +20,7 @@ def reinforce_loss(
     policy: torch.nn.Module,
     episodes: BatchEpisodes,
     params: Mapping[str, torch.Tensor] | None = None,
-    averaging: str = "step",
+    averaging: str = DEFAULTS.loss_averaging,
 ) -> torch.Tensor:
     """``-log pi(a|s) * advantage``, averaged over the valid steps (see :func:`~maml_rl.episodes.loss_weights`).
 
@@ -52,6 +53,23 @@ def batched_reinforce_loss(
     """
     pi = policy(_flat_observations(batch.observations, 2), params=params)
     return -(pi.log_prob(batch.actions) * batch.advantages * batch.weights).sum(-1)
+
+
+def task_reinforce_losses(
+    policy: torch.nn.Module,
+    batch: TaskBatch,
+    params: Mapping[str, torch.Tensor],
+) -> torch.Tensor:
+    """:func:`batched_reinforce_loss` for policies without stacked parameters: one call per task.
+
+    :param params: stacked ``[K, ...]`` parameters; task ``k`` is evaluated at ``params[name][k]``.
+    :return: ``[K]`` losses.
+    """
+    losses = []
+    for k in range(batch.num_tasks):
+        pi = policy(_flat_observations(batch.observations[k], 1), params={name: p[k] for name, p in params.items()})
+        losses.append(-(pi.log_prob(batch.actions[k]) * batch.advantages[k] * batch.weights[k]).sum())
+    return torch.stack(losses)
 
 
 def batched_reinforce_hessian(

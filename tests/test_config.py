@@ -45,8 +45,8 @@ def test_configs_are_shipped():
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.stem)
 def test_shipped_config_is_valid_and_builds_its_env(path):
     # Written out in full, as the reference configs: every key but the seed (env-kwargs when any)
-    # and loss-averaging, which the reference did not have.
-    assert set(read_config_file(path)) | {"seed", "env-kwargs", "loss-averaging"} == set(CONFIG_KEYS)
+    # and loss-averaging and algorithm, which the reference did not have.
+    assert set(read_config_file(path)) | {"seed", "env-kwargs", "loss-averaging", "algorithm"} == set(CONFIG_KEYS)
     config = load_config(path)
     assert config["env-name"] in maml_rl.envs.ENV_IDS
     env = build_env(config)
@@ -61,7 +61,7 @@ def test_shipped_config_is_valid_and_builds_its_env(path):
 def test_2d_navigation_default_has_the_paper_settings():
     config = load_config(ROOT / "configs/maml/2d-navigation.yaml")
     assert config == {
-        "env-name": "2DNavigation-v0", "env-kwargs": {"low": -0.5, "high": 0.5, "normalization_scale": 1.0},
+        "algorithm": "maml-trpo", "env-name": "2DNavigation-v0", "env-kwargs": {"low": -0.5, "high": 0.5, "normalization_scale": 1.0},
         "gamma": 0.99, "gae-lambda": 1.0, "first-order": False, "hidden-sizes": [100, 100], "nonlinearity": "ReLU",
         "fast-batch-size": 20, "num-steps": 1, "fast-lr": 0.5, "num-batches": 100, "meta-batch-size": 40,
         "max-kl": 1.0e-2, "cg-iters": 10, "cg-damping": 1.0e-5, "ls-max-steps": 15, "ls-backtrack-ratio": 0.8,
@@ -72,7 +72,7 @@ def test_2d_navigation_default_has_the_paper_settings():
 def test_2d_navigation_reference_port():
     config = load_config(ROOT / "configs/maml/2d-navigation-reference.yaml")
     assert config == {
-        "env-name": "2DNavigation-v0", "env-kwargs": {"low": -0.5, "high": 0.5}, "gamma": 0.99,
+        "algorithm": "maml-trpo", "env-name": "2DNavigation-v0", "env-kwargs": {"low": -0.5, "high": 0.5}, "gamma": 0.99,
         "gae-lambda": 1.0, "first-order": False, "hidden-sizes": [64, 64], "nonlinearity": "Tanh",
         "fast-batch-size": 20, "num-steps": 1, "fast-lr": 0.1, "num-batches": 500, "meta-batch-size": 20,
         "max-kl": 1.0e-2, "cg-iters": 10, "cg-damping": 1.0e-5, "ls-max-steps": 15, "ls-backtrack-ratio": 0.8,

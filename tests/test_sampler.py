@@ -180,8 +180,18 @@ def test_per_task_params_batched_equals_plain_module():
     for a, b in zip(*results):
         torch.testing.assert_close(a.actions, b.actions)
         torch.testing.assert_close(a.observations, b.observations)
-    with pytest.raises(TypeError, match="update_params"):
-        MultiTaskSampler("2DNavigation-v0", {}, 3, plain, None, num_workers=0).sample(tasks, num_steps=1)
+    # Adaptation too: a policy without stacked parameters is adapted task by
+    # task, the MLP in one batched call; both reach the same parameters.
+    adapted = []
+    for policy in (plain, mlp):
+        with MultiTaskSampler("2DNavigation-v0", {}, 3, policy, LinearFeatureBaseline(2), seed=9,
+                              num_workers=0) as sampler:
+            _, valid = sampler.sample(sampler.sample_tasks(2), num_steps=1, fast_lr=0.1)
+            adapted.append([batch.behaviour_params for batch in valid])
+    for a, b in zip(*adapted):
+        torch.testing.assert_close(a["mean.weight"], b["mu.weight"])
+        torch.testing.assert_close(a["mean.bias"], b["mu.bias"])
+        assert not torch.equal(a["mean.bias"], plain.mean.bias)
 
 
 def test_env_fn_variants_and_repr():

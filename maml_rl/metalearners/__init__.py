@@ -1,5 +1,23 @@
-"""Meta-learners: MAML with a TRPO outer update."""
+"""Meta-learners, chosen by name through :data:`METALEARNERS` (the config key ``algorithm``)."""
 
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError
 from maml_rl.metalearners.maml_trpo import MAMLTRPO
+from maml_rl.policies.policy import Policy
 
-__all__ = ["MAMLTRPO"]
+__all__ = ["METALEARNERS", "MAMLTRPO", "MetaLearner", "StaleEpisodesError", "make_metalearner"]
+
+#: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line.
+METALEARNERS: dict[str, type[MetaLearner]] = {
+    "maml-trpo": MAMLTRPO,
+}
+
+
+def make_metalearner(config: Mapping[str, Any], policy: Policy, device: str | torch.device = "cpu") -> MetaLearner:
+    """The meta-learner named by a validated configuration's ``algorithm``, built from its keys."""
+    return METALEARNERS[config["algorithm"]].from_config(policy, config, device)

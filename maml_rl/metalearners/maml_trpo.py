@@ -5,22 +5,25 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
 
-from maml_rl.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
-from maml_rl.losses import (
-    batched_kl_hessian,
-    batched_reinforce_hessian,
-    batched_reinforce_loss,
-    mean_kl,
-    reinforce_loss,
-    surrogate_loss,
+from maml_rl.adaptation import InnerLoop, inner_step, stack_task_params
+from maml_rl.episodes import TaskBatch
+from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.losses import batched_kl_hessian, batched_reinforce_hessian, mean_kl, surrogate_loss
+from maml_rl.metalearners.base import (
+    MetaLearner,
+    StepLogs,
+    TrainEpisodes,
+    ValidEpisodes,
+    check_same_params,
+    recorded_params,
 )
-from maml_rl.policies.policy import Policy, expand_params
+from maml_rl.policies.policy import Policy
 from maml_rl.utils.optimization import conjugate_gradient
 from maml_rl.utils.torch_utils import (
     detach_distribution,
@@ -71,29 +74,44 @@ class _MetaGraph:
         params: "OrderedDict[str, torch.Tensor]",
         train_batches: Sequence[TaskBatch],
         valid: TaskBatch,
+        behaviour: "OrderedDict[str, torch.Tensor] | None" = None,
     ) -> None:
         self.names = list(params.keys())
         self.params = list(params.values())
         num_tasks = valid.num_tasks
         self.num_tasks = num_tasks
-        expanded = expand_params(params, num_tasks)
+        expanded = stack_task_params(params, num_tasks)
         self.expanded = list(expanded.values())
-        self.fast_lr = learner.fast_lr
+        self.fast_lr = learner.inner_loop.fast_lr
         self.policy = learner.policy
         self.curvature = learner.curvature
         self.inner_hessians = None
         if not learner.first_order and learner.curvature == "auto":
             adapted, self.inner_hessians = learner._adapt_with_hessians(expanded, train_batches)
         if self.inner_hessians is None:
-            adapted = learner._adapt_stacked(expanded, train_batches, first_order=learner.first_order)
+            adapted = learner.inner_loop.adapt(learner.policy, train_batches, expanded, learner.first_order)
         self.adapted = list(adapted.values())
         self.t_adapt = time.perf_counter()
 
         outer = OrderedDict((name, p.detach().requires_grad_()) for name, p in adapted.items())
         self.outer = list(outer.values())
         self.pi = learner.policy(valid.observations, params=outer)
-        self.old_pi = detach_distribution(self.pi)
+        if behaviour is None:
+            # Episodes from elsewhere carry no behaviour policy: taken to be on-policy.
+            self.old_pi = detach_distribution(self.pi)
+        else:
+            check_same_params(
+                outer, behaviour, "valid_episodes",
+                f"Sample them with this learner's inner loop, {learner.inner_loop} "
+                f"(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.",
+            )
+            with torch.no_grad():
+                self.old_pi = learner.policy(valid.observations, params=behaviour)
         self.old_log_probs = self.old_pi.log_prob(valid.actions)
+        with torch.no_grad():
+            # max |pi / pi_old - 1| over the valid steps: 0 when the data is on-policy.
+            deviation = (torch.exp(self.pi.log_prob(valid.actions) - self.old_log_probs) - 1).abs()
+            self.ratio_deviation = deviation.masked_fill(valid.weights == 0, 0).max().item()
         self.loss = surrogate_loss(self.pi, self.old_pi, valid, self.old_log_probs).mean()
         self.kl = mean_kl(self.old_pi, self.pi, valid).mean()
         # Chain rule across the cut: d loss / d outer, then back through the inner loop.
@@ -192,14 +210,16 @@ class _MetaGraph:
         return product
 
 
-class MAMLTRPO:
+class MAMLTRPO(MetaLearner):
     """Model-Agnostic Meta-Learning with TRPO as the outer optimiser.
 
-    Inner loop: ``num_steps`` REINFORCE gradient steps of size ``fast_lr`` per task.
+    Inner loop: ``num_steps`` REINFORCE gradient steps of size ``fast_lr`` per task
+    (:attr:`inner_loop`, the same function the sampler adapts with).
     Outer loop: one TRPO step on the post-adaptation surrogate loss, averaged
     over tasks, under a mean-KL trust region. All tasks are processed together:
     their data is stacked and the meta-parameters are expanded to one copy per
-    task, so each phase is a single batched forward/backward.
+    task, so each phase is a single batched forward/backward. Defaults come
+    from :data:`maml_rl.hyperparameters.DEFAULTS`.
 
     :param policy: policy supporting stacked per-task parameters.
     :param fast_lr: inner-loop step size.
@@ -209,82 +229,89 @@ class MAMLTRPO:
     :param curvature: ``"auto"`` applies the inner loop's second derivatives through the
         policy's closed-form Hessian products when it has them (exact, and faster);
         ``"autograd"`` always differentiates autograd's backward pass.
+    :param averaging: how losses weigh a task's steps, ``"step"`` or ``"episode"``.
+    :param max_kl: trust-region radius on the mean KL divergence.
+    :param cg_iters: conjugate-gradient iterations.
+    :param cg_damping: damping added to the KL Hessian.
+    :param ls_max_steps: maximum number of line-search steps.
+    :param ls_backtrack_ratio: step shrink factor between line-search steps.
     """
 
     def __init__(
         self,
         policy: Policy,
-        fast_lr: float = 0.5,
-        num_steps: int = 1,
-        first_order: bool = False,
+        fast_lr: float = DEFAULTS.fast_lr,
+        num_steps: int = DEFAULTS.num_steps,
+        first_order: bool = DEFAULTS.first_order,
         device: str | torch.device = "cpu",
         curvature: str = "auto",
-        averaging: str = "step",
+        averaging: str = DEFAULTS.loss_averaging,
+        *,
+        max_kl: float = DEFAULTS.max_kl,
+        cg_iters: int = DEFAULTS.cg_iters,
+        cg_damping: float = DEFAULTS.cg_damping,
+        ls_max_steps: int = DEFAULTS.ls_max_steps,
+        ls_backtrack_ratio: float = DEFAULTS.ls_backtrack_ratio,
     ) -> None:
         if not getattr(policy, "supports_batched_params", False):
             raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
-        self.device = torch.device(device)
-        self.policy = policy.to(self.device)
-        self.fast_lr = float(fast_lr)
-        self.num_steps = int(num_steps)
-        self.first_order = bool(first_order)
         if curvature not in ("auto", "autograd"):
             raise ValueError(f"curvature must be 'auto' or 'autograd', got {curvature!r}")
+        if num_steps < 1:
+            raise ValueError(f"MAML needs num_steps >= 1 inner steps, got {num_steps!r}")
+        self.device = torch.device(device)
+        self.policy = policy.to(self.device)
+        self.inner_loop = InnerLoop(fast_lr=fast_lr, num_steps=num_steps, averaging=averaging)
+        self.first_order = bool(first_order)
         self.curvature = curvature
-        self.averaging = check_loss_averaging(averaging)
+        self.max_kl = float(max_kl)
+        self.cg_iters = int(cg_iters)
+        self.cg_damping = float(cg_damping)
+        self.ls_max_steps = int(ls_max_steps)
+        self.ls_backtrack_ratio = float(ls_backtrack_ratio)
+
+    @classmethod
+    def from_config(cls, policy: Policy, config: Mapping[str, Any], device: str | torch.device = "cpu") -> "MAMLTRPO":
+        """Build from a validated configuration's keys (``fast-lr``, ``max-kl``, ...)."""
+        return cls(
+            policy, fast_lr=config["fast-lr"], num_steps=config["num-steps"], first_order=config["first-order"],
+            device=device, averaging=config["loss-averaging"], max_kl=config["max-kl"], cg_iters=config["cg-iters"],
+            cg_damping=config["cg-damping"], ls_max_steps=config["ls-max-steps"],
+            ls_backtrack_ratio=config["ls-backtrack-ratio"],
+        )
+
+    @property
+    def fast_lr(self) -> float:
+        return self.inner_loop.fast_lr
+
+    @property
+    def num_steps(self) -> int:
+        return self.inner_loop.num_steps
+
+    @property
+    def averaging(self) -> str:
+        return self.inner_loop.averaging
 
     # ------------------------------------------------------------ adaptation
-    def adapt(
-        self,
-        train_episodes: BatchEpisodes | Sequence[BatchEpisodes],
-        first_order: bool | None = None,
-    ) -> "OrderedDict[str, torch.Tensor]":
-        """Adapted parameters for one task: one REINFORCE step per batch given.
+    def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> "OrderedDict[str, torch.Tensor]":
+        """Every task's adapted parameters, stacked ``[K, ...]``.
 
-        :param train_episodes: the task's batch(es), ``train_episodes[step]`` gathered before inner step ``step``.
+        :param train_episodes: ``train_episodes[step][task]``, gathered before inner step ``step``.
         :param first_order: override of the instance's ``first_order``.
         :return: the adapted parameters (in the graph of the meta-parameters unless first order).
         """
-        if first_order is None:
-            first_order = self.first_order
-        if isinstance(train_episodes, BatchEpisodes):
-            train_episodes = [train_episodes]
-        params = OrderedDict(self.policy.named_meta_parameters())
-        for episodes in train_episodes:
-            loss = reinforce_loss(self.policy, episodes.to(self.device), params=params, averaging=self.averaging)
-            params = self.policy.update_params(loss, params=params, step_size=self.fast_lr, first_order=first_order)
-        return params
+        return self._adapt_batches([self.task_batch(step) for step in train_episodes], first_order)
 
-    def adapt_batched(
+    def _adapt_batches(
         self,
         train_batches: Sequence[TaskBatch],
-        params: "OrderedDict[str, torch.Tensor] | None" = None,
         first_order: bool | None = None,
     ) -> "OrderedDict[str, torch.Tensor]":
-        """Adapted parameters of ``K`` tasks at once, stacked ``[K, ...]``.
-
-        :param train_batches: ``train_batches[step]`` holds all tasks' data for inner step ``step``.
-        :param params: meta-parameters to adapt from (the policy's own when ``None``).
-        :param first_order: override of the instance's ``first_order``.
-        """
         if first_order is None:
             first_order = self.first_order
-        if params is None:
-            params = OrderedDict(self.policy.named_meta_parameters())
-        expanded = expand_params(params, train_batches[0].num_tasks)
-        return self._adapt_stacked(expanded, train_batches, first_order)
-
-    def _adapt_stacked(
-        self,
-        stacked: "OrderedDict[str, torch.Tensor]",
-        train_batches: Sequence[TaskBatch],
-        first_order: bool,
-    ) -> "OrderedDict[str, torch.Tensor]":
-        for batch in train_batches:
-            # The sum over tasks differentiates into each task's own gradient.
-            loss = batched_reinforce_loss(self.policy, batch, stacked).sum()
-            stacked = self.policy.update_params(loss, params=stacked, step_size=self.fast_lr, first_order=first_order)
-        return stacked
+        params = OrderedDict(self.policy.named_meta_parameters())
+        expanded = stack_task_params(params, train_batches[0].num_tasks)
+        return self.inner_loop.adapt(self.policy, train_batches, expanded, first_order)
 
     def _adapt_with_hessians(
         self,
@@ -304,21 +331,19 @@ class MAMLTRPO:
             hessians.append(hessian)
             with torch.enable_grad():
                 leaves = OrderedDict((name, p.requires_grad_()) for name, p in stacked.items())
-                loss = batched_reinforce_loss(self.policy, batch, leaves).sum()
-                stacked = self.policy.update_params(loss, params=leaves, step_size=self.fast_lr, first_order=True)
+                stacked = inner_step(self.policy, batch, leaves, self.inner_loop.fast_lr, first_order=True)
             stacked = OrderedDict((name, p.detach()) for name, p in stacked.items())
         return stacked, hessians
 
     # ------------------------------------------------------------- meta-step
-    def task_batch(self, episodes_list: Sequence[BatchEpisodes]) -> TaskBatch:
+    def task_batch(self, episodes_list: ValidEpisodes) -> TaskBatch:
         """Stack one batch per task into a :class:`~maml_rl.episodes.TaskBatch` on this device."""
-        batch = TaskBatch.from_episodes(episodes_list, self.averaging)
-        return TaskBatch(*(t.to(self.device) for t in batch))
+        return self.inner_loop.task_batch(episodes_list, self.device)
 
     def meta_gradient(
         self,
-        train_episodes: Sequence[Sequence[BatchEpisodes]],
-        valid_episodes: Sequence[BatchEpisodes],
+        train_episodes: TrainEpisodes,
+        valid_episodes: ValidEpisodes,
     ) -> torch.Tensor:
         """Gradient of the mean post-adaptation surrogate loss at the current parameters.
 
@@ -333,8 +358,8 @@ class MAMLTRPO:
 
     def kl_hessian_vector_product(
         self,
-        train_episodes: Sequence[Sequence[BatchEpisodes]],
-        valid_episodes: Sequence[BatchEpisodes],
+        train_episodes: TrainEpisodes,
+        valid_episodes: ValidEpisodes,
         damping: float = 0.0,
     ) -> Callable[[torch.Tensor], torch.Tensor]:
         """Products with the Hessian of the mean post-adaptation KL at the current parameters.
@@ -358,7 +383,7 @@ class MAMLTRPO:
         """Surrogate loss and KL at the policy's current parameters (no graph kept)."""
         with torch.enable_grad():
             # The adapted values do not depend on first/second order; skip the graph.
-            adapted = self.adapt_batched(train_batches, first_order=True)
+            adapted = self._adapt_batches(train_batches, first_order=True)
         adapted = OrderedDict((name, p.detach()) for name, p in adapted.items())
         pi = self.policy(valid.observations, params=adapted)
         loss = surrogate_loss(pi, old_pi, valid, old_log_probs).mean()
@@ -370,8 +395,7 @@ class MAMLTRPO:
         params: "OrderedDict[str, torch.Tensor]",
         train_batches: Sequence[TaskBatch],
         valid: TaskBatch,
-        cg_iters: int,
-        cg_damping: float,
+        behaviour: "OrderedDict[str, torch.Tensor] | None",
         timings: dict[str, float],
     ) -> tuple[float, float, torch.Tensor, float, Distribution, torch.Tensor]:
         """Loss, KL, natural-gradient direction and its curvature ``s^T (H + damping) s``.
@@ -379,47 +403,53 @@ class MAMLTRPO:
         Kept in its own frame so that every graph is freed when it returns.
         """
         start = time.perf_counter()
-        graph = _MetaGraph(self, params, train_batches, valid)
-        hvp = graph.kl_hessian_vector_product(valid, cg_damping)
-        stepdir, residual = conjugate_gradient(hvp, graph.loss_grad, cg_iters=cg_iters, return_residual=True)
+        graph = _MetaGraph(self, params, train_batches, valid, behaviour)
+        hvp = graph.kl_hessian_vector_product(valid, self.cg_damping)
+        stepdir, residual = conjugate_gradient(hvp, graph.loss_grad, cg_iters=self.cg_iters, return_residual=True)
         # s^T A s = s^T (b - r): the curvature along s without one more product.
         shs = torch.dot(stepdir, graph.loss_grad - residual).item()
         end = time.perf_counter()
         timings["time_adapt"] = graph.t_adapt - start
         timings["time_loss_grad"] = graph.t_loss_grad - graph.t_adapt
         timings["time_cg"] = end - graph.t_loss_grad
+        timings["ratio_deviation_before"] = graph.ratio_deviation
         return graph.loss.item(), graph.kl.item(), stepdir, shs, graph.old_pi, graph.old_log_probs
 
-    def step(
-        self,
-        train_episodes: Sequence[Sequence[BatchEpisodes]],
-        valid_episodes: Sequence[BatchEpisodes],
-        max_kl: float = 1e-3,
-        cg_iters: int = 10,
-        cg_damping: float = 1e-2,
-        ls_max_steps: int = 10,
-        ls_backtrack_ratio: float = 0.5,
-    ) -> dict[str, float | int | bool]:
+    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> StepLogs:
         """One TRPO meta-update of the policy's parameters.
+
+        Episodes from :class:`~maml_rl.samplers.MultiTaskSampler` record the
+        parameters that sampled them. The update starts from those: the old
+        policy of the importance ratios and the KL is the one that sampled the
+        valid episodes, and the step refuses (:class:`StaleEpisodesError`)
+        episodes whose sampling parameters differ from this learner's, bit for
+        bit: the pre-adaptation ones (e.g. episodes already used for a step)
+        or the adapted ones (e.g. a sampler adapting with another ``fast_lr``).
+        Episodes without that record are taken to be on-policy.
 
         :param train_episodes: ``train_episodes[step][task]``, gathered before inner step ``step``
             (advantages computed).
         :param valid_episodes: ``valid_episodes[task]``, gathered with the adapted parameters.
-        :param max_kl: trust-region radius on the mean KL divergence.
-        :param cg_iters: conjugate-gradient iterations.
-        :param cg_damping: damping added to the KL Hessian.
-        :param ls_max_steps: maximum number of line-search steps.
-        :param ls_backtrack_ratio: step shrink factor between line-search steps.
         :return: ``loss_before``, ``loss_after``, ``kl_before``, ``kl_after`` (at the final
-            parameters), ``ls_steps`` (number of line-search trials evaluated), ``accepted`` (whether
-            the parameters moved) and timings in seconds: ``time_adapt`` (inner loop),
-            ``time_loss_grad`` (outer loss and meta-gradient), ``time_cg`` (conjugate gradient),
-            ``time_line_search`` and ``time_total``.
+            parameters), ``ratio_deviation_before`` (max ``|pi/pi_old - 1|`` over the valid steps
+            before the update: 0 for on-policy data), ``ls_steps`` (number of line-search trials
+            evaluated), ``accepted`` (whether the parameters moved) and timings in seconds:
+            ``time_adapt`` (inner loop), ``time_loss_grad`` (outer loss and meta-gradient),
+            ``time_cg`` (conjugate gradient), ``time_line_search`` and ``time_total``.
         """
         if len(train_episodes) != self.num_steps:
             raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}")
         if any(len(step_episodes) != len(valid_episodes) for step_episodes in train_episodes):
             raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
+        names = [name for name, _ in self.policy.named_meta_parameters()]
+        sampled_with = recorded_params(train_episodes[0], names)
+        if sampled_with is not None:
+            current = stack_task_params(OrderedDict(self.policy.named_meta_parameters()), len(valid_episodes))
+            check_same_params(current, sampled_with, "train_episodes[0]",
+                              "Sample new episodes after every step(): each batch serves one update.")
+        behaviour = recorded_params(valid_episodes, names)
+        if behaviour is not None:
+            behaviour = OrderedDict((name, p.to(self.device)) for name, p in behaviour.items())
         start = time.perf_counter()
         train_batches = [self.task_batch(step_episodes) for step_episodes in train_episodes]
         valid = self.task_batch(valid_episodes)
@@ -428,7 +458,7 @@ class MAMLTRPO:
         timings: dict[str, float] = {}
 
         loss_before, kl_before, stepdir, shs, old_pi, old_log_probs = self._search_direction(
-            named, train_batches, valid, cg_iters, cg_damping, timings
+            named, train_batches, valid, behaviour, timings
         )
         if not math.isfinite(loss_before):
             raise RuntimeError(f"the surrogate loss is not finite ({loss_before}); check the episodes' advantages")
@@ -440,17 +470,17 @@ class MAMLTRPO:
         with torch.no_grad():
             old_vector = flatten_tensors(params).clone()
             if shs > 0 and math.isfinite(shs):
-                full_step = stepdir * math.sqrt(2.0 * max_kl / shs)
+                full_step = stepdir * math.sqrt(2.0 * self.max_kl / shs)
                 step_size = 1.0
-                for _ in range(ls_max_steps):
+                for _ in range(self.ls_max_steps):
                     ls_steps += 1
                     vector_to_parameters(old_vector - step_size * full_step, params)
                     loss, kl = self._evaluate(train_batches, valid, old_pi, old_log_probs)
-                    if loss < loss_before and kl < max_kl:
+                    if loss < loss_before and kl < self.max_kl:
                         accepted = True
                         loss_after, kl_after = loss, kl
                         break
-                    step_size *= ls_backtrack_ratio
+                    step_size *= self.ls_backtrack_ratio
             if not accepted:
                 vector_to_parameters(old_vector, params)
         end = time.perf_counter()
@@ -460,6 +490,7 @@ class MAMLTRPO:
             "loss_after": loss_after,
             "kl_before": kl_before,
             "kl_after": kl_after,
+            "ratio_deviation_before": timings.pop("ratio_deviation_before"),
             "ls_steps": ls_steps,
             "accepted": accepted,
             "time_adapt": timings["time_adapt"],

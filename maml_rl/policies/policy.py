@@ -10,6 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributions import Distribution
 
+from maml_rl.utils.torch_utils import gradient_step
+
 Params = Mapping[str, torch.Tensor]
 
 _NONLINEARITIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -153,10 +155,7 @@ class Policy(nn.Module):
         """
         if params is None:
             params = OrderedDict(self.named_meta_parameters())
-        names = list(params.keys())
-        tensors = [params[name] for name in names]
-        grads = torch.autograd.grad(loss, tensors, create_graph=not first_order)
-        return OrderedDict((name, p - step_size * g) for name, p, g in zip(names, tensors, grads))
+        return gradient_step(loss, params, step_size, first_order)
 
     def forward(self, observations: torch.Tensor, params: Params | None = None) -> Distribution:
         raise NotImplementedError

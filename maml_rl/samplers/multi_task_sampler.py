@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import threading
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -14,8 +15,9 @@ import numpy as np
 import torch
 from torch.distributions import Distribution
 
+from maml_rl.adaptation import InnerLoop, inner_step, stack_task_params, unstack_task_params
 from maml_rl.episodes import BatchEpisodes, check_loss_averaging
-from maml_rl.losses import reinforce_loss
+from maml_rl.hyperparameters import DEFAULTS
 
 from .action_noise import actions_from_noise, draw_noise
 from .errors import SamplerClosedError
@@ -80,6 +82,9 @@ class MultiTaskSampler:
                                   LinearFeatureBaseline(2), seed=1) as sampler:
                 tasks = sampler.sample_tasks(8)
                 train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+
+    The sampler is not thread-safe: one thread at a time may use it (a second
+    concurrent call raises ``RuntimeError``).
     """
 
     def __init__(
@@ -100,7 +105,7 @@ class MultiTaskSampler:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         if policy is None or not callable(policy):
-            raise TypeError("policy must be a torch.nn.Module returning a Distribution, got {policy!r}")
+            raise TypeError(f"policy must be a torch.nn.Module returning a Distribution, got {policy!r}")
         self.batch_size = batch_size
         self.policy = policy
         self.baseline = baseline
@@ -123,6 +128,10 @@ class MultiTaskSampler:
         self._pool: Union[None, ChildEnvPool, InProcessPool] = None
         self._num_rollouts = 0
         self.closed = False
+        # Not thread-safe by design (one shared set of buffers and workers):
+        # a second concurrent call is refused rather than left to corrupt both.
+        self._lock = threading.Lock()
+        self._busy_with = ""
 
     # -- public API ---------------------------------------------------------
 
@@ -133,43 +142,47 @@ class MultiTaskSampler:
     def sample(
         self,
         tasks: Sequence[Any],
-        num_steps: int = 1,
-        fast_lr: float = 0.5,
-        gamma: float = 0.95,
-        gae_lambda: float = 1.0,
+        num_steps: Optional[int] = None,
+        fast_lr: Optional[float] = None,
+        gamma: float = DEFAULTS.gamma,
+        gae_lambda: float = DEFAULTS.gae_lambda,
         device: Union[str, torch.device] = "cpu",
-        averaging: str = "step",
+        averaging: Optional[str] = None,
+        *,
+        inner_loop: Optional[InnerLoop] = None,
     ) -> Tuple[List[List[BatchEpisodes]], List[BatchEpisodes]]:
         """Roll out, adapt, and roll out again with the adapted parameters.
 
-        ``averaging`` (``"step"`` or ``"episode"``) weighs the steps of a task in the
-        inner loss and the advantage normalisation (:func:`maml_rl.episodes.loss_weights`).
+        The adaptation is :class:`~maml_rl.adaptation.InnerLoop`'s: ``num_steps``
+        REINFORCE steps of size ``fast_lr``, with ``averaging`` (``"step"`` or
+        ``"episode"``) weighing the steps of a task in the inner loss and the
+        advantage normalisation. Give either those three (defaults from
+        :data:`maml_rl.hyperparameters.DEFAULTS`) or ``inner_loop``, e.g. a
+        meta-learner's own ``learner.inner_loop``, so that both adapt alike.
 
         :returns: ``(train_episodes, valid_episodes)``: ``train_episodes[step][task]``
             are the episodes gathered before inner step ``step`` and
             ``valid_episodes[task]`` those gathered after the last step. With
             ``num_steps=0`` there is no adaptation: ``train_episodes`` is empty
-            and ``valid_episodes`` uses the current policy.
+            and ``valid_episodes`` uses the current policy. Every batch records
+            the parameters that sampled it (``behaviour_params``).
         """
-        if num_steps > 0 and not hasattr(self.policy, "update_params"):
-            raise TypeError(
-                f"{type(self.policy).__name__} has no update_params(loss, params, step_size, first_order): "
-                "sample() adapts with it. Use rollout() and your own inner loop instead."
-            )
-        if num_steps > 0 and self.baseline is None:
+        inner_loop = _resolve_inner_loop(inner_loop, num_steps, fast_lr, averaging)
+        if inner_loop.num_steps > 0 and self.baseline is None:
             raise ValueError(
                 "sample() adapts with advantages, which need a baseline: create the sampler with "
                 "baseline=LinearFeatureBaseline(observation_size), or use num_steps=0"
             )
-        params: List[Optional[Params]] = [None] * len(tasks)
-        train_episodes = []
-        for _ in range(num_steps):
-            episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device,
-                                    averaging=averaging)
-            train_episodes.append(episodes)
-            params = [self._adapt(batch, p, fast_lr, averaging) for batch, p in zip(episodes, params)]
-        valid_episodes = self.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device,
-                                      averaging=averaging)
+        with self._in_use("sample"):
+            params: ParamsArg = None
+            stacked: Optional[Params] = None
+            train_episodes = []
+            for _ in range(inner_loop.num_steps):
+                episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop)
+                train_episodes.append(episodes)
+                stacked = self._adapt(episodes, stacked, inner_loop, device)
+                params = unstack_task_params(stacked)
+            valid_episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop)
         return train_episodes, valid_episodes
 
     def rollout(
@@ -177,10 +190,10 @@ class MultiTaskSampler:
         tasks: Sequence[Any],
         params: ParamsArg = None,
         *,
-        gamma: float = 0.95,
-        gae_lambda: float = 1.0,
+        gamma: float = DEFAULTS.gamma,
+        gae_lambda: float = DEFAULTS.gae_lambda,
         device: Union[str, torch.device] = "cpu",
-        averaging: str = "step",
+        averaging: str = DEFAULTS.loss_averaging,
     ) -> List[BatchEpisodes]:
         """Roll out ``batch_size`` episodes of each task under given parameters.
 
@@ -192,11 +205,16 @@ class MultiTaskSampler:
             per task.
         :returns: one ``BatchEpisodes`` per task, in the order of ``tasks``,
             with advantages computed when a baseline was given (normalised
-            with ``averaging``'s weighting).
+            with ``averaging``'s weighting), and a copy of the parameters that
+            sampled them as ``behaviour_params``.
         """
+        check_loss_averaging(averaging)
+        with self._in_use("rollout"):
+            return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, None)
+
+    def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging, inner_loop) -> List[BatchEpisodes]:
         if self.closed:
             raise SamplerClosedError("the sampler is closed; create a new one")
-        check_loss_averaging(averaging)
         tasks = list(tasks)
         if not tasks:
             raise ValueError("rollout() needs at least one task")
@@ -223,6 +241,9 @@ class MultiTaskSampler:
             # A pool interrupted mid-step cannot be trusted; the next call starts a new one.
             self._close_pool()
             raise
+        for batch, behaviour in zip(episodes, _behaviour_params(self.policy, per_task)):
+            batch.behaviour_params = behaviour
+            batch.inner_loop = inner_loop
         if self.baseline is not None:
             for batch in episodes:
                 self.baseline.fit(batch)
@@ -267,12 +288,30 @@ class MultiTaskSampler:
 
     # -- internals ----------------------------------------------------------
 
-    def _adapt(self, episodes: BatchEpisodes, params: Optional[Params], fast_lr: float, averaging: str) -> Params:
-        loss = reinforce_loss(self.policy, episodes, params=params, averaging=averaging)
-        new = self.policy.update_params(loss, params=params, step_size=fast_lr, first_order=True)
-        # Detached (sampling needs no meta-gradient) but differentiable again
-        # for the next inner step.
-        return OrderedDict((name, value.detach().requires_grad_()) for name, value in new.items())
+    @contextlib.contextmanager
+    def _in_use(self, call: str):
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"MultiTaskSampler.{call}() was called while {self._busy_with} is still running: "
+                "the sampler is not thread-safe. Use one sampler per thread, or a lock around its calls."
+            )
+        self._busy_with = f"{call}() in thread {threading.current_thread().name!r}"
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _adapt(self, episodes: List[BatchEpisodes], stacked: Optional[Params], inner_loop: InnerLoop, device) -> Params:
+        """One inner step of every task, through the same function as the meta-learner's."""
+        if stacked is None:
+            own = OrderedDict((name, p.detach()) for name, p in _meta_parameters(self.policy))
+            stacked = stack_task_params(own, len(episodes))
+        # Leaves: sampling needs no meta-gradient.
+        leaves = OrderedDict((name, p.detach().requires_grad_()) for name, p in stacked.items())
+        batch = inner_loop.task_batch(episodes, device)
+        with torch.enable_grad():
+            new = inner_step(self.policy, batch, leaves, inner_loop.fast_lr, first_order=True)
+        return OrderedDict((name, p.detach()) for name, p in new.items())
 
     def _pool_for(self, num_slots: int):
         if self._pool is not None and self._pool.capacity < num_slots:
@@ -528,3 +567,37 @@ def _per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]
     if len(params) != num_tasks:
         raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
     return params
+
+
+def _resolve_inner_loop(inner_loop: Optional[InnerLoop], num_steps, fast_lr, averaging) -> InnerLoop:
+    if inner_loop is not None:
+        given = [name for name, value in (("num_steps", num_steps), ("fast_lr", fast_lr), ("averaging", averaging))
+                 if value is not None]
+        if given:
+            raise ValueError(f"give inner_loop or {', '.join(given)}, not both: inner_loop already sets them")
+        if not isinstance(inner_loop, InnerLoop):
+            raise TypeError(f"inner_loop must be a maml_rl.adaptation.InnerLoop, got {inner_loop!r}")
+        return inner_loop
+    return InnerLoop(
+        fast_lr=DEFAULTS.fast_lr if fast_lr is None else fast_lr,
+        num_steps=DEFAULTS.num_steps if num_steps is None else num_steps,
+        averaging=DEFAULTS.loss_averaging if averaging is None else averaging,
+    )
+
+
+def _meta_parameters(policy: torch.nn.Module):
+    named = getattr(policy, "named_meta_parameters", None)
+    return named() if named is not None else ((n, p) for n, p in policy.named_parameters() if p.requires_grad)
+
+
+def _behaviour_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> List[Params]:
+    """A detached copy of the parameters each task was sampled with (one copy per distinct dict)."""
+    copies: Dict[int, Params] = {}
+    out = []
+    for params in per_task:
+        key = id(params)
+        if key not in copies:
+            source = _meta_parameters(policy) if params is None else params.items()
+            copies[key] = OrderedDict((name, p.detach().clone()) for name, p in source)
+        out.append(copies[key])
+    return out

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Sequence
+from collections import OrderedDict
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -156,6 +157,24 @@ def discounted_cumsum(tensor: torch.Tensor, discount: float) -> torch.Tensor:
         running = tensor[t] + discount * running
         out[t] = running
     return out
+
+
+def gradient_step(
+    loss: torch.Tensor,
+    params: "Mapping[str, torch.Tensor]",
+    step_size: float,
+    first_order: bool = False,
+) -> "OrderedDict[str, torch.Tensor]":
+    """``p - step_size * d loss / d p`` for every tensor of ``params``.
+
+    :param loss: scalar computed from ``params``.
+    :param first_order: keep no graph through the gradient (no second derivatives later).
+    :return: the stepped tensors, by name.
+    """
+    names = list(params.keys())
+    tensors = [params[name] for name in names]
+    grads = torch.autograd.grad(loss, tensors, create_graph=not first_order)
+    return OrderedDict((name, p - step_size * g) for name, p, g in zip(names, tensors, grads))
 
 
 def detach_distribution(pi: Distribution) -> Distribution:

@@ -1,0 +1,100 @@
+"""MAML's inner loop, defined once for the sampler and the meta-learner.
+
+The sampler adapts each task's parameters to collect the post-adaptation
+episodes; the meta-learner adapts again to differentiate through the
+adaptation. Both go through :func:`inner_step`, on the same
+:class:`~maml_rl.episodes.TaskBatch`, so the parameters they reach are equal
+bit for bit, and the meta-learner can check that the episodes it is given
+were sampled by the policy it differentiates (see
+:meth:`MAMLTRPO.step <maml_rl.metalearners.MAMLTRPO.step>`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import torch
+
+from maml_rl.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
+from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.losses import batched_reinforce_loss, task_reinforce_losses
+from maml_rl.utils.torch_utils import gradient_step
+
+__all__ = ["InnerLoop", "inner_step", "stack_task_params", "unstack_task_params"]
+
+Params = Mapping[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class InnerLoop:
+    """How a task's parameters are adapted: ``num_steps`` REINFORCE steps of size ``fast_lr``.
+
+    :param fast_lr: step size of each inner gradient step.
+    :param num_steps: number of inner steps (0: no adaptation).
+    :param averaging: how the inner loss (and advantage normalisation) weighs a
+        task's steps: ``"step"`` or ``"episode"`` (:func:`~maml_rl.episodes.loss_weights`).
+    """
+
+    fast_lr: float = DEFAULTS.fast_lr
+    num_steps: int = DEFAULTS.num_steps
+    averaging: str = DEFAULTS.loss_averaging
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fast_lr, bool) or not isinstance(self.fast_lr, (int, float)) \
+                or not math.isfinite(self.fast_lr) or self.fast_lr <= 0:
+            raise ValueError(f"fast_lr must be a finite number > 0, got {self.fast_lr!r}")
+        if isinstance(self.num_steps, bool) or not isinstance(self.num_steps, int) or self.num_steps < 0:
+            raise ValueError(f"num_steps must be an int >= 0 (0: no adaptation), got {self.num_steps!r}")
+        check_loss_averaging(self.averaging)
+        object.__setattr__(self, "fast_lr", float(self.fast_lr))
+
+    def task_batch(self, episodes: Sequence[BatchEpisodes], device: str | torch.device | None = None) -> TaskBatch:
+        """The tasks' episodes stacked for :func:`inner_step`, weighted by ``averaging``."""
+        batch = TaskBatch.from_episodes(episodes, self.averaging)
+        return batch if device is None else TaskBatch(*(t.to(device) for t in batch))
+
+    def adapt(self, policy: torch.nn.Module, batches: Sequence[TaskBatch], params: Params,
+              first_order: bool = False) -> "OrderedDict[str, torch.Tensor]":
+        """``len(batches)`` inner steps from stacked ``params``; ``batches[i]`` is the data of step ``i``."""
+        for batch in batches:
+            params = inner_step(policy, batch, params, self.fast_lr, first_order)
+        return OrderedDict(params)
+
+
+def inner_step(
+    policy: torch.nn.Module,
+    batch: TaskBatch,
+    params: Params,
+    step_size: float,
+    first_order: bool = False,
+) -> "OrderedDict[str, torch.Tensor]":
+    """One REINFORCE gradient step of every task at once: the only inner step in the package.
+
+    :param policy: ``policy(observations, params=...) -> Distribution``.
+    :param batch: the ``K`` tasks' episodes (advantages computed).
+    :param params: stacked ``[K, ...]`` parameters, differentiable.
+    :param step_size: the inner learning rate.
+    :param first_order: keep no graph through the gradient.
+    :return: the ``[K, ...]`` parameters after the step.
+    """
+    if getattr(policy, "supports_batched_params", False):
+        losses = batched_reinforce_loss(policy, batch, params)
+    else:
+        losses = task_reinforce_losses(policy, batch, params)
+    # The sum over tasks differentiates into each task's own gradient.
+    return gradient_step(losses.sum(), params, step_size, first_order)
+
+
+def stack_task_params(params: Params, num_tasks: int) -> "OrderedDict[str, torch.Tensor]":
+    """``num_tasks`` copies of unstacked ``params`` as stride-0 views (gradients are per task)."""
+    return OrderedDict((name, p.expand(num_tasks, *p.shape)) for name, p in params.items())
+
+
+def unstack_task_params(params: Params) -> list["OrderedDict[str, torch.Tensor]"]:
+    """One dict per task from stacked ``[K, ...]`` parameters (views, no copies)."""
+    names = list(params)
+    num_tasks = params[names[0]].shape[0]
+    return [OrderedDict((name, params[name][k]) for name in names) for k in range(num_tasks)]

@@ -218,8 +218,6 @@ def test_bad_arguments_raise_clear_errors():
         MultiTaskSampler(None, None, 2, policy, None, env_fn=make_probe_env())
     with pytest.raises(ValueError, match="baseline"):
         MultiTaskSampler(None, None, 2, policy, None, env_fn=make_probe_env, num_workers=0).sample([{"value": 0, "length": 2}])
-    with pytest.raises(ValueError, match="time limit"):
-        MultiTaskSampler(None, None, 2, policy, None, env_fn=ProbeEnv)
     with pytest.raises(TypeError, match="not a meta-learning environment"):
         MultiTaskSampler("CartPole-v1", {}, 2, policy, None)
 

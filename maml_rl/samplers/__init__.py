@@ -6,7 +6,8 @@ Imported lazily so that a ChildEnv worker, which imports
 
 from typing import Any
 
-__all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError"]
+__all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError",
+           "EnvOutputError", "InsufficientMemoryError"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,6 +15,10 @@ def __getattr__(name: str) -> Any:
         from .multi_task_sampler import MultiTaskSampler
 
         return MultiTaskSampler
+    if name == "InsufficientMemoryError":
+        from .memory import InsufficientMemoryError
+
+        return InsufficientMemoryError
     if name in __all__:
         from . import errors
 

@@ -28,6 +28,11 @@ RESET_TASK = 2
 RESET = 3
 CLOSE = 4
 
+# Why an episode ended, written into ``end_reason[slot]``.
+HORIZON = 0  # cut by the sampler at its horizon
+TERMINATED = 1
+TRUNCATED = 2
+
 # Status codes written into ``status[w]``.
 OK = 0
 FAILED = 1
@@ -78,11 +83,14 @@ class ChildEnv:
     def reset(self, seeds: Sequence[int]) -> None:
         """Reset every assigned slot with its seed and write the first observations."""
         observations = self.buffers.observations[0]
+        shape = observations.shape[1:]
         self.current_operation = "reset"
         for i, seed in enumerate(seeds):
             slot = self.first_slot + i
             self.current_slot = slot
             observation, _ = self.envs[i].reset(seed=int(seed))
+            if np.shape(observation) != shape:
+                raise ValueError(_bad_observation(self.envs[i], observation, shape, "reset"))
             observations[slot] = observation
         self.current_slot = None
         self.active = list(range(self.first_slot, self.first_slot + len(seeds)))
@@ -92,18 +100,25 @@ class ChildEnv:
         """Step every slot whose episode is still running, with ``actions[t]``."""
         b = self.buffers
         actions, rewards, next_observations = b.actions[t], b.rewards[t], b.observations[t + 1]
+        shape = next_observations.shape[1:]
         last_step = t + 1 == b.actions.shape[0]
         envs, first_slot = self.envs, self.first_slot
-        self.current_operation = "step"
+        self.current_operation = f"step {t}"
         running = []
         for slot in self.active:
             self.current_slot = slot
-            observation, reward, terminated, truncated, _ = envs[slot - first_slot].step(actions[slot])
+            env = envs[slot - first_slot]
+            observation, reward, terminated, truncated, _ = env.step(actions[slot])
+            # numpy would silently broadcast a scalar or a wrong shape into the row.
+            if np.shape(observation) != shape:
+                raise ValueError(_bad_observation(env, observation, shape, "step"))
+            if np.ndim(reward) != 0:
+                raise ValueError(f"{_env_name(env)}.step() returned a reward of shape {np.shape(reward)}; "
+                                 "a reward must be a scalar")
             rewards[slot] = reward
             if terminated or truncated or last_step:
-                b.final_observations[slot] = observation
                 b.lengths[slot] = t + 1
-                b.terminated[slot] = bool(terminated)
+                b.end_reason[slot] = TERMINATED if terminated else TRUNCATED if truncated else HORIZON
             else:
                 next_observations[slot] = observation
                 running.append(slot)
@@ -124,6 +139,18 @@ class ChildEnv:
         for env in self.envs:
             env.close()
         self.envs = []
+
+
+def _env_name(env: Any) -> str:
+    spec = getattr(env, "spec", None)
+    return spec.id if spec is not None and getattr(spec, "id", None) else type(getattr(env, "unwrapped", env)).__name__
+
+
+def _bad_observation(env: Any, observation: Any, shape: tuple, call: str) -> str:
+    return (
+        f"{_env_name(env)}.{call}() returned an observation of shape {np.shape(observation)} "
+        f"({type(observation).__name__}), but its observation_space has shape {shape}"
+    )
 
 
 def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, ready, conn) -> None:

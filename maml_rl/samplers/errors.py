@@ -18,3 +18,9 @@ class WorkerDiedError(SamplerError):
 
 class SamplerClosedError(SamplerError):
     """The sampler was used after ``close()`` or after a worker failure."""
+
+
+class EnvOutputError(SamplerError, ValueError):
+    """An environment returned something the sampler cannot use (a non-finite
+    observation or reward, or an episode it never ended); the message names
+    the env, the slot, the task and the step."""

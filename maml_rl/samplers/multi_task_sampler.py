@@ -20,12 +20,17 @@ from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 
 from .action_noise import actions_from_noise, draw_noise
-from .errors import SamplerClosedError
+from .child_env import HORIZON
+from .errors import EnvOutputError, SamplerClosedError
+from .memory import check_memory
+from .shared_memory import TrajectoryBuffers
 from .vector_env import ChildEnvPool, InProcessPool
 
 Params = Dict[str, torch.Tensor]
 ParamsArg = Union[None, Params, Sequence[Params]]
 START_METHODS = ("fork", "forkserver", "spawn")
+# Horizon of an env with no time limit of its own: the buffers need one.
+NO_TIME_LIMIT_CAP = 1000
 
 
 class MultiTaskSampler:
@@ -67,7 +72,9 @@ class MultiTaskSampler:
         instead of waiting for all of them at every step (see the README for
         when this pays).
     :param max_episode_steps: rollout horizon; default the env's
-        ``spec.max_episode_steps``.
+        ``spec.max_episode_steps`` (or its ``TimeLimit``). For an env with no
+        time limit at all, episodes must end on their own within
+        ``NO_TIME_LIMIT_CAP`` (1000) steps, or sampling fails saying so.
 
     Example::
 
@@ -122,7 +129,8 @@ class MultiTaskSampler:
         self.env.reset(seed=self.seed)
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
-        self.horizon = _resolve_horizon(self.env, max_episode_steps)
+        self._env_name = getattr(self.env.spec, "id", None) or type(self.env.unwrapped).__name__
+        self.horizon, self._horizon_is_cap = _resolve_horizon(self.env, max_episode_steps)
         self._buffer_spec = _buffer_spec(self.observation_space, self.action_space, self.horizon)
 
         self._pool: Union[None, ChildEnvPool, InProcessPool] = None
@@ -225,17 +233,19 @@ class MultiTaskSampler:
         seeds = np.random.SeedSequence([self.seed, call]).generate_state(num_slots)
         generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, call, 1]).generate_state(1)[0]))
         discrete = isinstance(self.action_space, gym.spaces.Discrete)
-        noise = draw_noise(self.horizon, num_slots, self._buffer_spec["action_shape"], discrete, generator)
-        act = _ActionFunction(self.policy, per_task, self.batch_size, device, noise, self.seed, call)
         try:
             with _rollout_torch_settings():
+                # The pool first: it checks that the request fits in memory, noise included.
                 pool = self._pool_for(num_slots)
+                noise = draw_noise(self.horizon, num_slots, self._buffer_spec["action_shape"], discrete, generator)
+                act = _ActionFunction(self.policy, per_task, self.batch_size, device, noise, self.seed, call)
                 pool.reset_task([tasks[j // self.batch_size] for j in range(num_slots)])
                 pool.reset(seeds)
                 if self.partial:
                     _run_partial(pool, act, num_slots)
                 else:
                     _run_lockstep(pool, act, num_slots)
+                self._check_outputs(pool.views, tasks)
                 episodes = self._assemble(pool.views, tasks, gamma, device)
         except BaseException:
             # A pool interrupted mid-step cannot be trusted; the next call starts a new one.
@@ -317,6 +327,17 @@ class MultiTaskSampler:
         if self._pool is not None and self._pool.capacity < num_slots:
             self._close_pool()
         if self._pool is None:
+            processes = 0 if self.num_workers == 0 else min(self.num_workers, num_slots)
+            trajectories = TrajectoryBuffers.nbytes(num_slots, **self._buffer_spec)
+            noise = 4 * self.horizon * num_slots * int(np.prod(self._buffer_spec["action_shape"]))
+            check_memory(
+                env_fn=self.env_fn, env_fn_bytes=self._env_fn_bytes,
+                ctx=mp.get_context(self.start_method), num_slots=num_slots, num_processes=processes,
+                # The shared buffers, the action noise and the episodes' own copy of the trajectories.
+                buffer_bytes=2 * trajectories + noise,
+                what=f"sampling {num_slots // self.batch_size} tasks x {self.batch_size} episodes "
+                     f"of {self._env_name} at horizon {self.horizon}",
+            )
             if self.num_workers == 0:
                 self._pool = InProcessPool(self.env_fn, num_slots, self._buffer_spec)
             else:
@@ -324,6 +345,40 @@ class MultiTaskSampler:
                 self._pool = ChildEnvPool(self._env_fn_bytes, workers, num_slots, self._buffer_spec, self.start_method)
         self._pool.assign(num_slots)
         return self._pool
+
+    def _check_outputs(self, views, tasks: List[Any]) -> None:
+        """Refuse what the env returned that would silently poison the losses: non-finite
+        observations or rewards, and, for an env without a time limit, episodes it never ended."""
+        num_slots = len(tasks) * self.batch_size
+        lengths = views.lengths[:num_slots]
+        horizon = int(lengths.max())
+        valid = np.arange(horizon)[:, None] < lengths[None, :]
+        observations = views.observations[:horizon, :num_slots]
+        for name, values in (("observation", observations), ("reward", views.rewards[:horizon, :num_slots])):
+            if not np.issubdtype(values.dtype, np.floating):
+                continue
+            finite = np.isfinite(values).reshape(horizon, num_slots, -1).all(axis=2)
+            bad = np.argwhere(valid & ~finite)
+            if len(bad):
+                t, slot = (int(i) for i in bad[0])
+                # Observation row t comes from step t - 1 (row 0 from reset); reward row t from step t.
+                step = t if name == "reward" else t - 1
+                where = "from reset()" if step < 0 else f"from step() {step}"
+                stored_as = "its observation space's dtype" if name == "observation" else "rewards"
+                raise EnvOutputError(
+                    f"{self._env_name} returned a non-finite {name} {values[t, slot].tolist()!r} {where} "
+                    f"of env slot {slot} (task {tasks[slot // self.batch_size]!r}), in {len(bad)} place(s) in all. "
+                    f"Check the env; a value beyond the range of {values.dtype} ({stored_as}) also becomes inf."
+                )
+        if self._horizon_is_cap:
+            unended = np.flatnonzero(views.end_reason[:num_slots] == HORIZON)
+            if len(unended):
+                slot = int(unended[0])
+                raise EnvOutputError(
+                    f"{self._env_name} has no time limit and did not end the episode of env slot {slot} "
+                    f"(task {tasks[slot // self.batch_size]!r}) within {self.horizon} steps, the sampler's safety "
+                    "cap: pass max_episode_steps= to the sampler (or wrap the env in gymnasium's TimeLimit)."
+                )
 
     def _close_pool(self) -> None:
         if self._pool is not None:
@@ -523,7 +578,8 @@ def _check_meta_env(env: gym.Env) -> None:
         )
 
 
-def _resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> int:
+def _resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> Tuple[int, bool]:
+    """The rollout horizon, and whether it is only the safety cap of an env without a time limit."""
     horizon = max_episode_steps
     if horizon is None:
         horizon = getattr(env.spec, "max_episode_steps", None)
@@ -533,13 +589,12 @@ def _resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> int:
             horizon = wrapper._max_episode_steps
         wrapper = wrapper.env
     if horizon is None:
-        raise ValueError(
-            f"{env!r} has no time limit: pass max_episode_steps= to the sampler "
-            "(or register the env with max_episode_steps)"
-        )
-    if not isinstance(horizon, int) or horizon < 1:
+        # gymnasium does not require a TimeLimit: episodes the env ends itself are fine,
+        # one that runs past the cap is an error (see _check_outputs).
+        return NO_TIME_LIMIT_CAP, True
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
         raise ValueError(f"max_episode_steps must be a positive int, got {horizon!r}")
-    return horizon
+    return horizon, False
 
 
 def _buffer_spec(observation_space: gym.Space, action_space: gym.Space, horizon: int) -> dict:

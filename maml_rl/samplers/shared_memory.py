@@ -58,17 +58,16 @@ class TrajectoryBuffers:
     Trajectories are time-major over env slots, so a worker writes each step
     straight into the trajectory and the main process copies once per call.
     Observations have ``horizon + 1`` rows: row ``t`` is what the policy
-    sees at step ``t``. The observation after an episode's last step goes to
-    ``final_observations`` instead, so rows past an episode's end stay stale
-    and are masked when the episodes are assembled.
+    sees at step ``t``. The observation after an episode's last step is not
+    kept (no loss uses it), so rows past an episode's end stay stale and are
+    masked when the episodes are assembled.
     """
 
     observations: SharedArray  # [T + 1, S, *obs]
-    final_observations: SharedArray  # [S, *obs]
     actions: SharedArray  # [T, S, *act]
     rewards: SharedArray  # [T, S]
     lengths: SharedArray  # [S]
-    terminated: SharedArray  # [S], 1 if the episode ended by termination
+    end_reason: SharedArray  # [S], how each episode ended (child_env.HORIZON, TERMINATED, TRUNCATED)
     command: SharedArray  # [W], what each worker is asked to do next
     step_index: SharedArray  # [W], the time step each worker steps next
     status: SharedArray  # [W], 0 after success, 1 after an error
@@ -92,16 +91,27 @@ class TrajectoryBuffers:
         S, W, T = num_slots, max(1, num_workers), horizon
         return cls(
             observations=SharedArray((T + 1, S, *obs_shape), observation_dtype, ctx),
-            final_observations=SharedArray((S, *obs_shape), observation_dtype, ctx),
             actions=SharedArray((T, S, *act_shape), action_dtype, ctx),
             rewards=SharedArray((T, S), np.float32, ctx),
             lengths=SharedArray((S,), np.int64, ctx),
-            terminated=SharedArray((S,), np.uint8, ctx),
+            end_reason=SharedArray((S,), np.uint8, ctx),
             command=SharedArray((W,), np.int32, ctx),
             step_index=SharedArray((W,), np.int64, ctx),
             status=SharedArray((W,), np.int32, ctx),
             active=SharedArray((W,), np.int64, ctx),
             ready=SharedArray((W,), np.uint8, ctx),
+        )
+
+    @staticmethod
+    def nbytes(num_slots: int, horizon: int, observation_shape: Sequence[int], observation_dtype,
+               action_shape: Sequence[int], action_dtype) -> int:
+        """Bytes of the trajectory arrays :meth:`allocate` makes for these sizes (per-worker arrays aside)."""
+        S, T = num_slots, horizon
+        return (
+            (T + 1) * S * math.prod(observation_shape) * np.dtype(observation_dtype).itemsize
+            + T * S * math.prod(action_shape) * np.dtype(action_dtype).itemsize
+            + T * S * np.dtype(np.float32).itemsize
+            + S * (np.dtype(np.int64).itemsize + 1)
         )
 
     def views(self) -> SimpleNamespace:

@@ -1,0 +1,56 @@
+"""Meta-envs that misbehave on purpose, for the sampler's input checks (importable by workers).
+
+``BadOutputEnv``: a task ``{"bad": kind, "slot_step": n}`` makes the env go
+wrong at step ``n``: ``"scalar"`` returns a scalar observation, ``"huge"`` a
+float64 1e300 (beyond float32), ``"nan_reward"`` a NaN reward, ``"array_reward"``
+a reward of shape (2,). Any other task behaves. ``NoTimeLimitEnv`` has no
+TimeLimit: it ends its episodes after ``task["length"]`` steps on its own.
+"""
+
+import gymnasium as gym
+import numpy as np
+
+
+class BadOutputEnv(gym.Env):
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self):
+        self.task = {}
+        self.t = 0
+
+    def sample_tasks(self, num_tasks):
+        return [{} for _ in range(num_tasks)]
+
+    def reset_task(self, task):
+        self.task = task
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        bad = self.task.get("bad") if self.t == self.task.get("at_step") else None
+        self.t += 1
+        observation = np.full(2, self.t, np.float32)
+        reward = float(action[0])
+        if bad == "scalar":
+            observation = 1.0
+        elif bad == "huge":
+            observation = np.array([1e300, 0.0])
+        elif bad == "nan_reward":
+            reward = float("nan")
+        elif bad == "array_reward":
+            reward = np.ones(2)
+        return observation, reward, False, False, {}
+
+
+def make_bad_output_env():
+    return gym.wrappers.TimeLimit(BadOutputEnv(), max_episode_steps=5)
+
+
+class NoTimeLimitEnv(BadOutputEnv):
+    def step(self, action):
+        observation, reward, _, _, info = super().step(action)
+        return observation, reward, self.t >= self.task.get("length", 3), False, info

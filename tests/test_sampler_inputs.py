@@ -151,3 +151,8 @@ def test_bad_output_env_behaves_without_a_bad_task():
     env.reset(seed=0)
     observation, reward, *_ = env.step([0.5])
     assert observation.shape == (2,) and reward == 0.5
+
+
+def test_missing_policy_is_named():
+    with pytest.raises(TypeError, match=r"policy must be a torch.nn.Module returning a Distribution, got None$"):
+        MultiTaskSampler("2DNavigation-v0", {}, 2, None, None)

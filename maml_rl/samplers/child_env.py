@@ -15,7 +15,9 @@ pickling: actions, observations and rewards live in shared buffers.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.spawn
 import os
+import pickle
 import signal
 import traceback
 from typing import Any, Callable, List, Optional, Sequence
@@ -153,43 +155,88 @@ def _bad_observation(env: Any, observation: Any, shape: tuple, call: str) -> str
     )
 
 
-def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, ready, conn) -> None:
+def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, ready, conn,
+                main_module: Optional[dict] = None, start_method: Optional[str] = None) -> None:
     """Entry point of a ChildEnv process: build the envs, then serve commands.
 
     The main process owns the lifetime: a worker exits on ``CLOSE``, and on
     its own when the main process has died.
-    """
-    # Ctrl-C reaches the whole process group; the main process shuts the
-    # workers down, so they must not die half-way through a step.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    views = buffers.views()
-    child = None
-    try:
-        import cloudpickle
 
-        env_fn = cloudpickle.loads(env_fn_bytes)
-        child = ChildEnv(env_fn, num_envs, views, index)
-    except BaseException:
-        conn.send(("error", f"while building the envs:\n{traceback.format_exc()}"))
+    :param main_module: under spawn and forkserver, how to import the user's
+        main module, which the worker skips (``vector_env`` explains why)
+        unless building the envs fails without it.
+    :param start_method: the start method this worker was created with.
+    """
+    # Ctrl-C reaches the whole process group, and so does SIGHUP when the
+    # terminal closes; the main process shuts the workers down (or they
+    # notice it is gone), so they must not die half-way through a step.
+    # SIGTERM keeps its default: it is how the main process ends a worker
+    # that does not exit on CLOSE.
+    for name in ("SIGINT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    views = buffers.views()
+    try:
+        child = _build(env_fn_bytes, num_envs, views, index, main_module)
+    except _StartUpError as error:
+        conn.send(("error", str(error)))
         return
     conn.send(("ready", None))
     try:
-        _serve(child, views, index, wake, ready, conn, _main_process_watch())
+        _serve(child, views, index, wake, ready, conn, _main_process_watch(start_method))
     finally:
         child.close()
 
 
-def _main_process_watch() -> Callable[[], bool]:
+class _StartUpError(Exception):
+    """The envs could not be built; the message holds the traceback(s)."""
+
+
+def _build(env_fn_bytes: bytes, num_envs: int, views, index: int, main_module: Optional[dict]) -> "ChildEnv":
+    """The worker's ChildEnv, retried after importing the main module when
+    the first attempt fails and the main module was skipped."""
+    import cloudpickle
+
+    try:
+        return ChildEnv(cloudpickle.loads(env_fn_bytes), num_envs, views, index)
+    except BaseException:
+        first = traceback.format_exc()
+    if not main_module:
+        raise _StartUpError(f"while building the envs:\n{first}")
+    where = main_module.get("init_main_from_path") or main_module.get("init_main_from_name")
+    try:
+        # What multiprocessing would have done first: run the main module as __mp_main__.
+        multiprocessing.spawn.prepare(dict(main_module))
+    except BaseException:
+        raise _StartUpError(
+            f"while building the envs:\n{first}\n"
+            f"Importing your main module {where} (as __mp_main__) in case the envs need it failed too:\n"
+            f"{traceback.format_exc()}\n"
+            "The code that creates the sampler must sit under `if __name__ == \"__main__\":`."
+        ) from None
+    try:
+        return ChildEnv(cloudpickle.loads(env_fn_bytes), num_envs, views, index)
+    except BaseException:
+        raise _StartUpError(
+            f"while building the envs (the second time, after importing your main module {where}):\n"
+            f"{traceback.format_exc()}"
+        ) from None
+
+
+def _main_process_watch(start_method: Optional[str] = None) -> Callable[[], bool]:
     """A check that the main process is still alive.
 
     Under fork the main process is our parent, so a change of parent tells
     (its sentinel pipe may be held open by sibling workers). Under forkserver
     our parent is the forkserver, which outlives the main process while any
-    worker lives; there the parent sentinel, a pipe from the main process
-    that reads end-of-file once it has died, tells.
+    worker lives, and may also die before it (SIGHUP to the process group,
+    which the main process may survive); there the parent sentinel, a pipe
+    from the main process that reads end-of-file once it has died, tells.
     """
     parent = os.getppid()
     main = multiprocessing.parent_process()
+    if start_method == "forkserver" and main is not None:
+        return main.is_alive
     return lambda: os.getppid() == parent and (main is None or main.is_alive())
 
 
@@ -205,9 +252,11 @@ def _receive(conn, main_alive: Callable[[], bool]) -> Any:
         if not main_alive():
             raise _MainProcessGone
     try:
-        return conn.recv()
+        payload = conn.recv_bytes()
     except (EOFError, OSError):
         raise _MainProcessGone from None
+    # Pickled by cloudpickle, whose output plain pickle reads.
+    return pickle.loads(payload)
 
 
 def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Callable[[], bool]) -> None:

@@ -75,6 +75,7 @@ class _MetaGraph:
         train_batches: Sequence[TaskBatch],
         valid: TaskBatch,
         behaviour: "OrderedDict[str, torch.Tensor] | None" = None,
+        sampled_with: InnerLoop | None = None,
     ) -> None:
         self.names = list(params.keys())
         self.params = list(params.values())
@@ -100,9 +101,10 @@ class _MetaGraph:
             # Episodes from elsewhere carry no behaviour policy: taken to be on-policy.
             self.old_pi = detach_distribution(self.pi)
         else:
+            recorded = f" They were adapted with {sampled_with}." if sampled_with is not None else ""
             check_same_params(
                 outer, behaviour, "valid_episodes",
-                f"Sample them with this learner's inner loop, {learner.inner_loop} "
+                f"{recorded} Sample them with this learner's inner loop, {learner.inner_loop} "
                 f"(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.",
             )
             with torch.no_grad():
@@ -396,6 +398,7 @@ class MAMLTRPO(MetaLearner):
         train_batches: Sequence[TaskBatch],
         valid: TaskBatch,
         behaviour: "OrderedDict[str, torch.Tensor] | None",
+        sampled_with: InnerLoop | None,
         timings: dict[str, float],
     ) -> tuple[float, float, torch.Tensor, float, Distribution, torch.Tensor]:
         """Loss, KL, natural-gradient direction and its curvature ``s^T (H + damping) s``.
@@ -403,7 +406,7 @@ class MAMLTRPO(MetaLearner):
         Kept in its own frame so that every graph is freed when it returns.
         """
         start = time.perf_counter()
-        graph = _MetaGraph(self, params, train_batches, valid, behaviour)
+        graph = _MetaGraph(self, params, train_batches, valid, behaviour, sampled_with)
         hvp = graph.kl_hessian_vector_product(valid, self.cg_damping)
         stepdir, residual = conjugate_gradient(hvp, graph.loss_grad, cg_iters=self.cg_iters, return_residual=True)
         # s^T A s = s^T (b - r): the curvature along s without one more product.
@@ -458,7 +461,7 @@ class MAMLTRPO(MetaLearner):
         timings: dict[str, float] = {}
 
         loss_before, kl_before, stepdir, shs, old_pi, old_log_probs = self._search_direction(
-            named, train_batches, valid, behaviour, timings
+            named, train_batches, valid, behaviour, valid_episodes[0].inner_loop, timings
         )
         if not math.isfinite(loss_before):
             raise RuntimeError(f"the surrogate loss is not finite ({loss_before}); check the episodes' advantages")

@@ -101,10 +101,10 @@ class _MetaGraph:
             # Episodes from elsewhere carry no behaviour policy: taken to be on-policy.
             self.old_pi = detach_distribution(self.pi)
         else:
-            recorded = f" They were adapted with {sampled_with}." if sampled_with is not None else ""
+            recorded = f"They were adapted with {sampled_with}. " if sampled_with is not None else ""
             check_same_params(
                 outer, behaviour, "valid_episodes",
-                f"{recorded} Sample them with this learner's inner loop, {learner.inner_loop} "
+                f"{recorded}Sample them with this learner's inner loop, {learner.inner_loop} "
                 f"(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.",
             )
             with torch.no_grad():

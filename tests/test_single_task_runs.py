@@ -1,25 +1,12 @@
 """The symptoms users saw, end to end: one-task and one-step rollouts reported the same
 return before and after adaptation (the episodes were overwritten by the next rollout)."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(f"maml_rl_script_{name}", ROOT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-train = load_script("train")
-evaluate = load_script("test")
+from scripts import ROOT, evaluate, train
 
 
 def test_bandit_config_trains_on_its_own_episodes(tmp_path):

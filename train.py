@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,8 @@ from gymnasium import spaces
 from tqdm import tqdm
 
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.config import ConfigError, build_env, parse_override
+from maml_rl.command_line import run_script
+from maml_rl.config import build_env, parse_override
 from maml_rl.metalearners import make_metalearner
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
@@ -168,52 +168,5 @@ def main(argv: list[str] | None = None) -> Path:
     return output
 
 
-class SignalExit(SystemExit):
-    """Raised by SIGTERM or SIGHUP: unwinds like Ctrl-C, so that every
-    ``with`` block (the sampler's workers and shared memory included) cleans
-    up, then exits with the conventional status 128 + the signal number."""
-
-    def __init__(self, signum: int):
-        super().__init__(128 + signum)
-        self.signal_name = signal.Signals(signum).name
-
-
-def _raise_signal_exit(signum, frame):
-    raise SignalExit(signum)
-
-
-def install_signal_handlers() -> None:
-    """End the run cleanly on SIGTERM (kill, a job scheduler) and SIGHUP (the
-    terminal closed). A signal already ignored (``nohup``) or handled by
-    whoever embeds this script is left alone."""
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
-            signal.signal(signum, _raise_signal_exit)
-
-
-def _stopping(message: str) -> None:
-    """The run is over and cleaned up: further signals must not interrupt the
-    exit, and the terminal may be gone (SIGHUP)."""
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
-    try:
-        print(message, file=sys.stderr)
-    except OSError:
-        pass
-
-
 if __name__ == "__main__":
-    install_signal_handlers()
-    try:
-        main()
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        _stopping("interrupted: continue with --resume (same --output-folder)")
-        sys.exit(130)
-    except SignalExit as stop:
-        _stopping(f"stopped by {stop.signal_name}: continue with --resume (same --output-folder)")
-        sys.exit(stop.code)
+    run_script(main, on_stop=": continue with --resume (same --output-folder)")

@@ -81,7 +81,7 @@ def test_concurrent_use_is_refused_and_harms_nothing():
         tasks = sampler.sample_tasks(2)
         expected = MultiTaskSampler("2DNavigation-v0", {}, 4, policy, LinearFeatureBaseline(2), seed=3,
                                     num_workers=0).sample(tasks, num_steps=1, fast_lr=0.1)
-        results, errors = {}, []
+        results = {}
         started = threading.Event()
         original = sampler._rollout
 

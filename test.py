@@ -33,9 +33,17 @@ from tqdm import trange
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.command_line import run_script
 from maml_rl.config import ConfigError, build_env, load_config
-from maml_rl.policies import get_policy_for_env
+from maml_rl.policies import get_nonlinearity, get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.training import atomic_write, mean_returns, resolve_device
+from maml_rl.training import (
+    CONFIG_FILE,
+    atomic_write,
+    check_writable,
+    mean_returns,
+    read_checkpoint,
+    resolve_device,
+    safe_load,
+)
 
 __all__ = ["main", "parse_args", "summary_table"]
 
@@ -49,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--config", type=str, required=True,
         help="configuration of the run (its config.json, or a YAML config)")
     parser.add_argument("--policy", type=str, default=None,
-        help="policy state_dict (default: policy.th next to --config)")
+        help="policy state_dict, or a run's checkpoint.pt (default: policy.th next to --config)")
     parser.add_argument("--output", type=str, default=None,
         help="results file (default: results.npz next to --config)")
     evaluation = parser.add_argument_group("evaluation")
@@ -123,6 +131,46 @@ def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> 
     plt.close(fig)
 
 
+def read_policy(path: str) -> dict:
+    """The policy's state_dict from ``policy.th``, or from a training run's ``checkpoint.pt``; read safely."""
+    state = safe_load(path, "Give --policy the policy.th or checkpoint.pt of a run of train.py.")
+    if isinstance(state, dict) and "policy" in state and "version" in state:
+        return read_checkpoint(path)["policy"]
+    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
+        raise ConfigError(f"--policy {path} is not a policy state_dict (policy.th) nor a checkpoint.pt")
+    return state
+
+
+#: What must agree between the configuration and the run that trained the policy.
+ARCHITECTURE_KEYS = ("env-name", "hidden-sizes", "nonlinearity")
+
+
+def check_architecture(config: dict, config_path: str, policy_path: str) -> None:
+    """Refuse a configuration whose policy is not the one trained next to ``policy_path``.
+
+    Shapes are checked when the weights are loaded; a different activation
+    (Tanh for a ReLU-trained policy) would load silently and give wrong
+    returns. train.py writes the run's ``config.json`` beside ``policy.th``:
+    when it is there, its architecture must match.
+    """
+    trained_path = Path(policy_path).parent / CONFIG_FILE
+    if not trained_path.is_file() or trained_path.resolve() == Path(config_path).resolve():
+        return
+    trained = load_config(trained_path)
+    same = {"nonlinearity": lambda a, b: get_nonlinearity(a) is get_nonlinearity(b)}
+    differences = [
+        f"{key}: {config[key]!r} in {config_path}, {trained[key]!r} in {trained_path}"
+        for key in ARCHITECTURE_KEYS
+        if not same.get(key, lambda a, b: a == b)(config[key], trained[key])
+    ]
+    if differences:
+        raise ConfigError(
+            f"--policy {policy_path} was trained with another policy than {config_path} describes:\n  "
+            + "\n  ".join(differences)
+            + f"\nevaluate with --config {trained_path}"
+        )
+
+
 def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     args = parse_args(argv)
 
@@ -135,6 +183,11 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
             raise ConfigError("--plot needs matplotlib: pip install matplotlib (or pip install 'maml_rl[plot]')") from None
     if not Path(args.policy).is_file():
         raise ConfigError(f"--policy {args.policy}: no such file")
+    check_writable(args.output, "--output", folder=False)
+    if args.plot is not None:
+        check_writable(args.plot, "--plot", folder=False)
+    check_architecture(config, args.config, args.policy)
+    state_dict = read_policy(args.policy)
     device = resolve_device(args.device)
     env = build_env(config)
     seed = args.seed if args.seed is not None else (config["seed"] or 0) + 1
@@ -144,7 +197,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
 
     policy = get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
     try:
-        policy.load_state_dict(torch.load(args.policy, map_location="cpu", weights_only=True))
+        policy.load_state_dict(state_dict)
     except (RuntimeError, KeyError) as exc:
         raise ConfigError(f"--policy {args.policy} does not fit the policy of {args.config}: {exc}") from None
     policy.to(device)

@@ -47,6 +47,7 @@ from maml_rl.training import (
     MetricsLogger,
     atomic_save,
     atomic_write_json,
+    check_writable,
     episode_stats,
     load_checkpoint,
     prepare_output_folder,
@@ -100,6 +101,9 @@ def main(argv: list[str] | None = None) -> Path:
     output = Path(args.output_folder)
 
     # Everything is checked before any work starts or any file is written.
+    check_writable(output, "--output-folder", folder=True)
+    if args.resume and not (output / CONFIG_FILE).exists() and not (output / CHECKPOINT_FILE).exists():
+        print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
     overrides = [parse_override(text) for text in args.overrides]
     if args.num_batches is not None:
         overrides.append(("num-batches", args.num_batches))

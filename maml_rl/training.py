@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import uuid
 from pathlib import Path
@@ -37,10 +38,13 @@ __all__ = [
     "atomic_save",
     "atomic_write",
     "atomic_write_json",
+    "check_writable",
     "episode_stats",
     "load_checkpoint",
     "mean_returns",
     "prepare_output_folder",
+    "read_checkpoint",
+    "safe_load",
     "resolve_device",
     "resolve_run_config",
     "save_checkpoint",
@@ -79,6 +83,31 @@ def atomic_write(path: Path, write) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def check_writable(path: str | Path, what: str, *, folder: bool) -> None:
+    """Raise :class:`ConfigError` unless ``path`` can be written, before any work is done.
+
+    Nothing is created: the nearest existing ancestor must be a folder this
+    process may write into (``os.access``, which also sees read-only mounts).
+
+    :param what: the option that named the path, for the message.
+    :param folder: ``path`` is a folder to write files into (else a file to write).
+    """
+    path = Path(path)
+    if path.exists():
+        if folder and not path.is_dir():
+            raise ConfigError(f"{what} {path} is a file, not a folder: choose another path")
+        if not folder and path.is_dir():
+            raise ConfigError(f"{what} {path} is a folder: give a file name, e.g. {path / 'results.npz'}")
+    existing = path if folder and path.is_dir() else path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{what} {path}: {existing} is a file, so the folder cannot be created; choose another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {path}: cannot write into {existing} (permission denied or read-only); "
+                          "choose a writable location")
 
 
 def prepare_output_folder(folder: str | Path, *, fresh: bool) -> Path:
@@ -151,9 +180,11 @@ def resolve_run_config(
     ``overrides`` and ``seed``, and draws a seed if there is none. It refuses an
     output folder that already holds a checkpoint, unless ``overwrite``.
 
-    A resumed run reads the ``config.json`` of ``output_folder``. Only
-    ``num-batches`` may be changed (through ``overrides``); a ``config_path``,
-    ``seed`` or other override that disagrees with the saved run is an error.
+    A resumed run reads the ``config.json`` of ``output_folder`` (or, when it
+    is missing, the configuration saved in its checkpoint). Only
+    ``num-batches`` may be changed, through ``overrides`` or a ``config_path``
+    that differs in nothing else; a ``seed`` or any other difference from the
+    saved run is an error. ``resume`` on a folder with no run yet starts one.
 
     :return: the configuration and whether there is a checkpoint to resume from
         (a run stopped before its first checkpoint starts again from the beginning).
@@ -161,6 +192,10 @@ def resolve_run_config(
     """
     folder = Path(output_folder)
     checkpoint = folder / CHECKPOINT_FILE
+    saved_path = folder / CONFIG_FILE
+    if resume and not saved_path.exists() and not checkpoint.exists():
+        # Nothing to resume yet: the same command starts the run, then continues it.
+        resume = False
     if not resume:
         if checkpoint.exists() and not overwrite:
             raise ConfigError(
@@ -173,19 +208,27 @@ def resolve_run_config(
             config["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
         return config, False
 
-    saved_path = folder / CONFIG_FILE
-    if not saved_path.exists():
-        raise ConfigError(f"--resume: {saved_path} does not exist, there is no run to resume in {folder}")
-    saved = load_config(saved_path)
+    if saved_path.exists():
+        saved = load_config(saved_path)
+    else:
+        # Killed between the two writes, or config.json lost: the checkpoint holds the configuration too.
+        saved = validate_config(read_checkpoint(checkpoint)["config"], source=str(checkpoint))
     if config_path is not None:
         given = load_config(config_path)
         differences = config_diff(saved, given, ignore=("seed", *RESUMABLE_CHANGES))
         if differences:
             raise ConfigError(
-                f"--resume: {config_path} differs from the run's {saved_path}:\n  "
+                f"--resume: {config_path} differs from the run's configuration ({saved_path}):\n  "
                 + "\n  ".join(differences)
                 + "\nresume without --config (the run's own configuration is used)"
             )
+        if given["seed"] is not None and given["seed"] != saved["seed"]:
+            raise ConfigError(
+                f"--resume: {config_path} sets seed {given['seed']}, the run's seed is {saved['seed']}: "
+                "a resumed run keeps its seed (start a new run in another --output-folder for another seed)"
+            )
+        # What the given file may change is taken from it, not ignored; explicit overrides still win.
+        overrides = [(key, given[key]) for key in RESUMABLE_CHANGES if given[key] != saved[key]] + list(overrides)
     if seed is not None and seed != saved["seed"]:
         raise ConfigError(f"--resume: --seed {seed} differs from the run's seed {saved['seed']}")
     config = validate_config(apply_overrides(saved, overrides), source="the overrides")
@@ -252,6 +295,64 @@ def save_checkpoint(
     )
 
 
+def _numpy_array_globals() -> list:
+    """What unpickling a numeric numpy array needs (the generators' states hold some), and nothing else."""
+    core = getattr(np, "_core", None) or np.core
+    dtypes = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+              np.float16, np.float32, np.float64]
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, *(type(np.dtype(t)) for t in dtypes)]
+
+
+def safe_load(path: str | Path, remedy: str) -> Any:
+    """``torch.load`` that cannot run code: tensors, plain Python data and numeric numpy arrays only.
+
+    Read with ``weights_only=True`` and an explicit allow-list of numeric numpy
+    arrays (the generators' states hold some): a file asking for anything else
+    (a crafted ``__reduce__``, say) is refused before any of it runs.
+
+    :param remedy: what the user can do, appended to the error messages.
+    :raises ConfigError: the file is missing, damaged or refused.
+    """
+    path = Path(path)
+    try:
+        with torch.serialization.safe_globals(_numpy_array_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist") from None
+    except pickle.UnpicklingError as exc:
+        if "Weights only load failed" in str(exc):
+            unsupported = next((line.strip() for line in str(exc).splitlines() if "Unsupported" in line), "")
+            raise ConfigError(
+                f"{path} was refused: it asks to run code or build objects that maml_rl's files never hold "
+                f"({unsupported or 'see torch.load weights_only'}), so it was not written by maml_rl or was "
+                f"altered; nothing in it was run. {remedy}"
+            ) from None
+        raise ConfigError(f"{path} is damaged ({type(exc).__name__}: {exc}). {remedy}") from None
+    except Exception as exc:  # torch reports truncation, garbage and empty files in many ways
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if path.stat().st_size == 0:
+            detail = "the file is empty"
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({detail}). {remedy}") from None
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """The contents of a checkpoint written by :func:`save_checkpoint`, read with :func:`safe_load`.
+
+    :raises ConfigError: the file is missing, damaged, refused or not a checkpoint,
+        with what to do about it.
+    """
+    path = Path(path)
+    remedy = (f"Restore a good copy of it, or start the run again from scratch with --overwrite "
+              f"(which discards {path.name}).")
+    state = safe_load(path, remedy)
+    keys = ("version", "iteration", "config", "policy", "baseline", "sampler", "rng", "counters")
+    if not isinstance(state, dict) or any(key not in state for key in keys):
+        raise ConfigError(f"{path} is not a maml_rl training checkpoint (it lacks {', '.join(keys)}). {remedy}")
+    if state["version"] != CHECKPOINT_VERSION:
+        raise ConfigError(f"{path}: unsupported checkpoint version {state['version']!r}. {remedy}")
+    return state
+
+
 def load_checkpoint(
     path: str | Path,
     *,
@@ -267,10 +368,7 @@ def load_checkpoint(
     :return: the number of completed iterations and the saved counters.
     :raises ConfigError: the checkpoint belongs to another configuration.
     """
-    # Our own file, which holds the generators' states (not only tensors).
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    if state.get("version") != CHECKPOINT_VERSION:
-        raise ConfigError(f"{path}: unsupported checkpoint version {state.get('version')!r}")
+    state = read_checkpoint(path)
     # Resolved again so that a key added since (with its default) is not a change.
     saved = validate_config(state["config"], source=str(path))
     differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)

@@ -101,8 +101,14 @@ def test_policy_that_does_not_fit(run_folder, tmp_path):
     config = json.loads((run_folder / "config.json").read_text())
     config["hidden-sizes"] = [8]
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match="does not fit"):
+    with pytest.raises(ConfigError, match=r"trained with another policy(.|\n)*hidden-sizes: \[8\]"):
         evaluate.main(["--config", str(tmp_path / "config.json"), "--policy", str(run_folder / "policy.th"),
+                       "--num-workers", "0"])
+    # Without the run's config.json beside it, the shapes still tell.
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "policy.th").write_bytes((run_folder / "policy.th").read_bytes())
+    with pytest.raises(ConfigError, match="does not fit"):
+        evaluate.main(["--config", str(tmp_path / "config.json"), "--policy", str(tmp_path / "alone" / "policy.th"),
                        "--num-workers", "0"])
     with pytest.raises(ConfigError, match="no such file"):
         evaluate.main(["--config", str(tmp_path / "config.json"), "--num-workers", "0"])

@@ -213,8 +213,9 @@ def test_run_folder_is_protected(reference_run, tmp_path):
     config = write_config(tmp_path)
     with pytest.raises(ConfigError, match="already holds a training run"):
         run(config, reference_run)
-    with pytest.raises(ConfigError, match="no run to resume"):
-        run(config, tmp_path / "nothing", "--resume")
+    # --resume where there is no run yet starts one: the same command starts, then continues a run.
+    run(config, tmp_path / "fresh", "--resume", "--seed", "7")
+    assert_same_policy(load_policy(tmp_path / "fresh"), load_policy(reference_run))
     with pytest.raises(ConfigError, match="only num-batches may change"):
         run(config, reference_run, "--resume", "--set", "fast-lr=0.2")
     with pytest.raises(ConfigError, match="--seed 8 differs"):

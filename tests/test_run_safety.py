@@ -1,0 +1,192 @@
+"""Runs and their files: checkpoints read safely, damaged ones named, nothing the user
+gave is silently ignored, output locations checked before any work, and a policy never
+evaluated with another architecture than it was trained with."""
+
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from maml_rl.config import ConfigError
+from scripts import evaluate, train
+
+SMALL = {
+    "env-name": "2DNavigation-v0",
+    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
+    "gamma": 0.99,
+    "hidden-sizes": [16, 16],
+    "nonlinearity": "relu",
+    "fast-batch-size": 4,
+    "fast-lr": 0.1,
+    "num-batches": 3,
+    "meta-batch-size": 3,
+}
+
+
+def write_config(folder, name="small.yaml", **changes):
+    path = Path(folder) / name
+    path.write_text(yaml.safe_dump({**SMALL, **changes}))
+    return path
+
+
+def run(config, output, *extra):
+    return train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", *extra])
+
+
+def load_policy(folder):
+    return torch.load(Path(folder) / "policy.th", weights_only=True)
+
+
+def assert_same_policy(a, b):
+    assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Three uninterrupted iterations with seed 7."""
+    folder = tmp_path_factory.mktemp("reference")
+    run(write_config(folder), folder / "run", "--seed", "7")
+    return folder / "run"
+
+
+class _Exploit:
+    """Unpickling this runs os.system: what a crafted checkpoint could do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_malicious_checkpoint_is_refused_without_running_it(reference, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(reference, folder)
+    marker = tmp_path / "pwned"
+    state = {"version": 1, "payload": _Exploit(marker)}
+    torch.save(state, folder / "checkpoint.pt")
+    with pytest.raises(ConfigError, match=r"checkpoint.pt was refused: .*nothing in it was run"):
+        run(write_config(tmp_path), folder, "--resume", "--num-batches", "4")
+    with pytest.raises(ConfigError, match="was refused"):
+        evaluate.main(["--config", str(folder / "config.json"), "--policy", str(folder / "checkpoint.pt"),
+                       "--num-workers", "0", "--output", str(tmp_path / "r.npz")])
+    assert not marker.exists()
+    # And the check is not vacuous: unpickled the unsafe way, the file does run its payload.
+    with open(folder / "checkpoint.pt", "rb") as f:
+        torch.load(f, weights_only=False)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
+def test_damaged_checkpoint_is_named_with_what_to_do(reference, tmp_path, damage):
+    folder = tmp_path / "run"
+    shutil.copytree(reference, folder)
+    data = (reference / "checkpoint.pt").read_bytes()
+    (folder / "checkpoint.pt").write_bytes({"empty": b"", "truncated": data[: len(data) // 2],
+                                            "garbage": os.urandom(4096)}[damage])
+    with pytest.raises(ConfigError) as info:
+        run(write_config(tmp_path), folder, "--resume", "--num-batches", "4")
+    message = str(info.value)
+    assert str(folder / "checkpoint.pt") in message
+    assert "damaged" in message and "--overwrite" in message
+    if damage == "empty":
+        assert "the file is empty" in message
+
+
+def test_checkpoint_without_config_json_resumes_exactly(reference, tmp_path):
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    (folder / "config.json").unlink()
+    run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    assert_same_policy(load_policy(folder), load_policy(reference))
+    assert json.loads((folder / "config.json").read_text())["num-batches"] == 3
+
+
+def test_resume_honours_the_given_config(reference, tmp_path):
+    """A --config differing only in num-batches used to be ignored ('nothing to do')."""
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    longer = write_config(tmp_path, "longer.yaml", **{"num-batches": 3})
+    run(longer, folder, "--resume")
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 3
+    assert_same_policy(load_policy(folder), load_policy(reference))
+    with pytest.raises(ConfigError, match="sets seed 8, the run's seed is 7"):
+        run(write_config(tmp_path, "other-seed.yaml", seed=8), folder, "--resume")
+    with pytest.raises(ConfigError, match=r"(?s)differs from the run.s configuration.*fast-lr: 0.1 -> 0.3"):
+        run(write_config(tmp_path, "other-lr.yaml", **{"fast-lr": 0.3}), folder, "--resume")
+
+
+def test_resume_twice_is_safe(reference, tmp_path):
+    """The first command of the README may be run again: it continues, then has nothing to do."""
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--resume", "--seed", "7", "--num-batches", "2")
+    run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    assert_same_policy(load_policy(folder), load_policy(reference))
+
+
+def test_unwritable_output_folder_is_refused_before_any_work(tmp_path):
+    config = write_config(tmp_path)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        run(config, a_file)
+    with pytest.raises(ConfigError, match="a-file is a file, so the folder cannot be created"):
+        run(config, a_file / "run")
+    assert a_file.read_text() == "not a folder"
+
+
+def test_evaluation_output_checked_before_any_work(reference, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(evaluate.MultiTaskSampler, "sample", lambda *a, **k: calls.append(1))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for output, message in ((tmp_path, "is a folder: give a file name"),
+                            (a_file / "results.npz", "a-file is a file, so the folder cannot be created")):
+        with pytest.raises(ConfigError, match=message):
+            evaluate.main(["--config", str(reference / "config.json"), "--num-workers", "0", "--output", str(output)])
+    with pytest.raises(ConfigError, match="--plot"):
+        evaluate.main(["--config", str(reference / "config.json"), "--num-workers", "0",
+                       "--output", str(tmp_path / "r.npz"), "--plot", str(a_file / "p.png")])
+    assert calls == []
+
+
+def test_evaluation_refuses_another_architecture(reference, tmp_path):
+    """A ReLU-trained policy evaluated with a Tanh config loaded silently and gave wrong returns."""
+    tanh = write_config(tmp_path, "tanh.yaml", nonlinearity="tanh")
+    with pytest.raises(ConfigError) as info:
+        evaluate.main(["--config", str(tanh), "--policy", str(reference / "policy.th"), "--num-workers", "0",
+                       "--output", str(tmp_path / "r.npz")])
+    message = str(info.value)
+    assert "was trained with another policy" in message and "nonlinearity: 'tanh'" in message
+    assert f"evaluate with --config {reference / 'config.json'}" in message
+    wider = write_config(tmp_path, "wide.yaml", **{"hidden-sizes": [32, 32]})
+    with pytest.raises(ConfigError, match="hidden-sizes: \\[32, 32\\]"):
+        evaluate.main(["--config", str(wider), "--policy", str(reference / "policy.th"), "--num-workers", "0",
+                       "--output", str(tmp_path / "r.npz")])
+    # The same architecture spelled differently is the same policy.
+    spelled = write_config(tmp_path, "relu.yaml", nonlinearity="ReLU")
+    evaluate.main(["--config", str(spelled), "--policy", str(reference / "policy.th"), "--num-workers", "0",
+                   "--output", str(tmp_path / "r.npz"), "--meta-batch-size", "1"])
+
+
+def test_evaluation_accepts_a_checkpoint_as_policy(reference, tmp_path):
+    args = ["--config", str(reference / "config.json"), "--num-workers", "0", "--meta-batch-size", "2"]
+    from_policy = evaluate.main([*args, "--output", str(tmp_path / "a.npz")])
+    from_checkpoint = evaluate.main([*args, "--policy", str(reference / "checkpoint.pt"),
+                                     "--output", str(tmp_path / "b.npz")])
+    assert np.array_equal(from_policy["returns_per_step"], from_checkpoint["returns_per_step"])
+    not_a_policy = tmp_path / "list.th"
+    torch.save([1, 2, 3], not_a_policy)
+    with pytest.raises(ConfigError, match="not a policy state_dict"):
+        evaluate.main([*args, "--policy", str(not_a_policy), "--output", str(tmp_path / "c.npz")])
+    plain_pickle = tmp_path / "pickle.th"
+    plain_pickle.write_bytes(pickle.dumps([1, 2, 3]))
+    with pytest.raises(ConfigError, match="was refused.*Give --policy the policy.th or checkpoint.pt"):
+        evaluate.main([*args, "--policy", str(plain_pickle), "--output", str(tmp_path / "c.npz")])

@@ -22,7 +22,6 @@ with a seed different from training by default), the policy is adapted with
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +34,7 @@ from maml_rl.command_line import run_script
 from maml_rl.config import ConfigError, build_env, load_config
 from maml_rl.policies import get_nonlinearity, get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.samplers.vector_env import usable_cpus
 from maml_rl.training import (
     CONFIG_FILE,
     atomic_write,
@@ -72,8 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     misc = parser.add_argument_group("miscellaneous")
     misc.add_argument("--seed", type=int, default=None,
         help="seed of the evaluation (default: the training seed + 1, so the tasks differ from training)")
-    misc.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
-        help=f"environment worker processes; 0 steps the environments in this process (default: {os.cpu_count()})")
+    misc.add_argument("--num-workers", type=int, default=usable_cpus(),
+        help=f"environment worker processes; 0 steps the environments in this process (default: the CPUs this process may use, {usable_cpus()})")
     misc.add_argument("--device", type=str, default="cpu", help="device of the policy: cpu or cuda (default: cpu)")
     misc.add_argument("--plot", type=str, default=None, metavar="PNG",
         help="also plot the mean return against the number of adaptation steps (needs matplotlib)")

@@ -39,6 +39,7 @@ from maml_rl.config import build_env, parse_override
 from maml_rl.metalearners import make_metalearner
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.samplers.vector_env import usable_cpus
 from maml_rl.utils.memory import keep_freed_memory
 from maml_rl.training import (
     CHECKPOINT_FILE,
@@ -72,9 +73,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="folder of the run (default: runs/<name of the config file>)")
     parser.add_argument("--seed", type=int, default=None,
         help="seed of the run (default: the config's seed, else a random one, recorded in config.json)")
-    parser.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--num-workers", type=int, default=usable_cpus(),
         help="environment worker processes; 0 steps the environments in this process "
-             f"(default: the number of CPUs, {os.cpu_count()})")
+             f"(default: the number of CPUs this process may use, {usable_cpus()})")
     parser.add_argument("--device", type=str, default="cpu",
         help="device of the policy and the meta-learner: cpu or cuda (default: cpu)")
     parser.add_argument("--resume", action="store_true",

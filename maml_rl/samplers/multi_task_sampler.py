@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import os
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -24,7 +23,7 @@ from .child_env import HORIZON
 from .errors import EnvOutputError, SamplerClosedError
 from .memory import check_memory
 from .shared_memory import TrajectoryBuffers
-from .vector_env import ChildEnvPool, InProcessPool
+from .vector_env import ChildEnvPool, InProcessPool, usable_cpus
 
 Params = Dict[str, torch.Tensor]
 ParamsArg = Union[None, Params, Sequence[Params]]
@@ -65,7 +64,7 @@ class MultiTaskSampler:
     :param seed: seed of everything random in sampling; ``None`` draws one
         (readable as ``sampler.seed``).
     :param num_workers: ChildEnv processes; ``0`` steps the envs in this
-        process. Default: the number of CPUs.
+        process. Default: the number of CPUs this process may use.
     :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; default
         forkserver where available, else spawn.
     :param partial: if true, step each worker again as soon as it is ready
@@ -523,7 +522,7 @@ def _run_partial(pool, act: _ActionFunction, num_slots: int) -> None:
 
 def _check_num_workers(num_workers: Optional[int]) -> int:
     if num_workers is None:
-        return os.cpu_count() or 1
+        return usable_cpus()
     if not isinstance(num_workers, int) or num_workers < 0:
         raise ValueError(f"num_workers must be an int >= 0 (0 steps the envs in this process), got {num_workers!r}")
     return num_workers

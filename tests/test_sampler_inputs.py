@@ -33,7 +33,7 @@ def test_wrong_observation_shape_is_named(num_workers):
             sampler.rollout([GOOD, {"bad": "scalar", "at_step": 3}])
     message = str(info.value)
     assert "BadOutputEnv.step() returned an observation of shape () (float)" in message
-    assert "observation_space has shape (2,)" in message
+    assert "observation_space needs a numpy array of shape (2,)" in message
     assert "step 3 in env slot 2" in message
 
 

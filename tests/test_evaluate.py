@@ -1,6 +1,5 @@
 """test.py: evaluation of a trained policy on new tasks."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -10,6 +9,8 @@ import torch
 import yaml
 
 from maml_rl.config import ConfigError
+
+from scripts import evaluate, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,18 +25,6 @@ SMALL = {
     "num-batches": 1,
     "meta-batch-size": 3,
 }
-
-
-def load_script(name):
-    # Not imported as "test": that is the name of the standard library's test package.
-    spec = importlib.util.spec_from_file_location(f"maml_rl_script_{name}", ROOT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-train = load_script("train")
-evaluate = load_script("test")
 
 
 @pytest.fixture(scope="module")

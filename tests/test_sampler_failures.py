@@ -17,6 +17,7 @@ from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, SamplerClosedError, WorkerDiedError, WorkerError
 
 from sampler_envs import make_probe_env
+from process_utils import SAMPLING_SCRIPT, is_running, wait_until_gone
 
 TESTS_DIR = Path(__file__).parent
 REPO_DIR = TESTS_DIR.parent
@@ -30,21 +31,6 @@ def probe_sampler(**kwargs):
 
 def worker_pids(sampler):
     return [p.pid for p in sampler._pool._workers.processes]
-
-
-def is_running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            return "\nState:\tZ" not in status.read()
-    except FileNotFoundError:
-        return False
-
-
-def wait_until_gone(pids, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(is_running(pid) for pid in pids):
-        time.sleep(0.05)
-    return [pid for pid in pids if is_running(pid)]
 
 
 @pytest.mark.parametrize("where", ["step", "reset_task"])
@@ -121,24 +107,6 @@ def test_many_calls_leak_no_fds_or_processes():
             sampler.sample(tasks, num_steps=1)
         assert open_fds() == fds
         assert worker_pids(sampler) == pids and all(is_running(pid) for pid in pids)
-
-
-SAMPLING_SCRIPT = """
-import sys
-sys.path.insert(0, {tests!r})
-from maml_rl.policies import NormalMLPPolicy
-from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import make_probe_env
-
-if __name__ == "__main__":
-    sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,
-                               num_workers=2, start_method={start_method!r})
-    tasks = [{{"value": 0.0, "length": 6}}] * 4
-    sampler.rollout(tasks)  # the same size as below, so the pool is not rebuilt
-    print(*[p.pid for p in sampler._pool._workers.processes], flush=True)
-    while True:
-        sampler.rollout(tasks)
-"""
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)

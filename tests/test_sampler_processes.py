@@ -24,6 +24,7 @@ from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, vector_env
 
 from sampler_envs import make_probe_env
+from process_utils import SAMPLING_SCRIPT, is_running, wait_until_gone
 
 TESTS_DIR = Path(__file__).parent
 REPO_DIR = TESTS_DIR.parent
@@ -40,21 +41,6 @@ TRAIN_ARGS = [
 
 
 # -- processes and semaphores ------------------------------------------------
-
-
-def is_running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            return "\nState:\tZ" not in status.read()
-    except FileNotFoundError:
-        return False
-
-
-def wait_until_gone(pids, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(is_running(pid) for pid in pids):
-        time.sleep(0.05)
-    return [pid for pid in pids if is_running(pid)]
 
 
 def descendants(pid: int):
@@ -488,24 +474,6 @@ def test_train_py_ends_cleanly_on_sigterm_and_sighup(tmp_path, signum):
     assert_quiet(stderr)
     assert script.left_behind() == []
     assert leftover_semaphores(names) == []
-
-
-SAMPLING_SCRIPT = """
-import sys
-sys.path.insert(0, {tests!r})
-from maml_rl.policies import NormalMLPPolicy
-from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import make_probe_env
-
-if __name__ == "__main__":
-    sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,
-                               num_workers=2, start_method={start_method!r})
-    tasks = [{{"value": 0.0, "length": 6}}] * 4
-    sampler.rollout(tasks)
-    print(*[p.pid for p in sampler._pool._workers.processes], flush=True)
-    while True:
-        sampler.rollout(tasks)
-"""
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])

@@ -1,6 +1,5 @@
 """train.py: output files, metrics, exact resume, fail-fast errors and the command line."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,6 +11,8 @@ import yaml
 
 from maml_rl.config import ConfigError, load_config
 from maml_rl.metalearners import maml_trpo
+
+from scripts import train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,16 +33,6 @@ METRIC_KEYS = {
     "iteration", "return_before", "return_after", "env_steps", "total_env_steps",
     "loss_before", "loss_after", "kl_before", "kl_after", "time_sampling", "time_optimization",
 }
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(f"maml_rl_script_{name}", ROOT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-train = load_script("train")
 
 
 def write_config(folder, **changes):

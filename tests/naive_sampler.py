@@ -1,0 +1,127 @@
+"""A deliberately naive reference for MultiTaskSampler: one env per slot, plain loops.
+
+It derives seeds and action noise from the sampler's documented scheme
+(README, "Reproducible"), not from the sampler's code: for the ``call``-th
+rollout of a sampler seeded ``seed``, slot ``j`` (task ``j // batch_size``) is
+reset with ``SeedSequence([seed, call]).generate_state(num_slots)[j]`` and its
+action at step ``t`` is ``loc + scale * noise[t, j]`` (continuous) or the
+inverse CDF at ``noise[t, j]`` (discrete), the noise drawn up front from a
+generator seeded with ``SeedSequence([seed, call, 1])``. The episodes of a
+rollout are zero-padded to its longest episode.
+
+The policy is elementwise (no sums over features), so evaluating it on one
+observation gives the same bits as on a batch: any difference from the
+sampler is the sampler's, not float rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+from torch.distributions import Categorical, Independent, Normal
+
+
+class ElementwisePolicy(torch.nn.Module):
+    """``loc = a * obs[:act] + b`` with a state-independent ``scale``, or ``logits = w * obs[:n] + c``.
+
+    Accepts ``params=`` unstacked, or stacked ``[K, ...]`` with observations ``[K, N, obs]``.
+    """
+
+    supports_batched_params = True
+
+    def __init__(self, size: int, discrete: bool, seed: int = 0):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.discrete, self.size = discrete, size
+        self.a = torch.nn.Parameter(torch.rand(size, generator=generator) + 0.5)
+        self.b = torch.nn.Parameter(torch.rand(size, generator=generator) - 0.5)
+        if not discrete:
+            self.log_scale = torch.nn.Parameter(torch.full((size,), -0.5))
+
+    def forward(self, observations: torch.Tensor, params=None):
+        p = dict(self.named_parameters())
+        p.update(params or {})
+        stacked = p["a"].dim() == 2
+        if stacked:  # [K, size] against [K, N, obs]
+            p = {name: value.unsqueeze(-2) for name, value in p.items()}
+        x = p["a"] * observations[..., : self.size] + p["b"]
+        if self.discrete:
+            return Categorical(logits=x)
+        scale = p["log_scale"].exp().expand_as(x)
+        return Independent(Normal(x, scale), 1)
+
+    def perturbed(self, shift: float) -> dict:
+        """Parameters different from the policy's own, for per-task parameter tests."""
+        return {name: (value.detach() + shift) for name, value in self.named_parameters()}
+
+
+def noise_for(seed: int, call: int, horizon: int, num_slots: int, action_shape, discrete: bool) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, call, 1]).generate_state(1)[0]))
+    if discrete:
+        return torch.rand((horizon, num_slots), generator=generator)
+    return torch.randn((horizon, num_slots, *action_shape), generator=generator)
+
+
+def reference_rollout(
+    env_fn: Callable[[], Any],
+    policy: ElementwisePolicy,
+    tasks: Sequence[Any],
+    batch_size: int,
+    seed: int,
+    call: int,
+    horizon: int,
+    params: Optional[Sequence[Optional[dict]]] = None,
+) -> list[dict]:
+    """One dict per task: ``observations [T, B, obs]``, ``actions``, ``rewards [T, B]``, ``lengths [B]``, ``task``."""
+    num_slots = len(tasks) * batch_size
+    seeds = np.random.SeedSequence([seed, call]).generate_state(num_slots)
+    probe = env_fn()
+    action_shape = probe.action_space.shape
+    probe.close()
+    noise = noise_for(seed, call, horizon, num_slots, action_shape, policy.discrete)
+    slots = []
+    for j in range(num_slots):
+        task = tasks[j // batch_size]
+        task_params = None if params is None else params[j // batch_size]
+        env = env_fn()
+        env.unwrapped.reset_task(task)
+        observation, _ = env.reset(seed=int(seeds[j]))
+        observations, actions, rewards = [], [], []
+        for t in range(horizon):
+            observation = torch.as_tensor(np.asarray(observation), dtype=torch.float32)
+            with torch.no_grad():
+                distribution = policy(observation.unsqueeze(0), params=task_params)
+            if policy.discrete:
+                cdf = distribution.probs[0].cumsum(-1)
+                action = min(int((noise[t, j] >= cdf).sum()), cdf.numel() - 1)
+                env_action = np.int64(action)
+            else:
+                base = distribution.base_dist
+                action = base.loc[0] + base.scale[0] * noise[t, j]
+                env_action = action.numpy()
+            observations.append(observation)
+            actions.append(torch.as_tensor(action))
+            observation, reward, terminated, truncated, _ = env.step(env_action)
+            rewards.append(torch.tensor(reward, dtype=torch.float32))
+            if terminated or truncated:
+                break
+        env.close()
+        slots.append((observations, actions, rewards))
+    longest = max(len(rewards) for _, _, rewards in slots)
+
+    def padded(rows: list, like: torch.Tensor) -> torch.Tensor:
+        return torch.stack(rows + [torch.zeros_like(like)] * (longest - len(rows)))
+
+    out = []
+    for k, task in enumerate(tasks):
+        mine = slots[k * batch_size:(k + 1) * batch_size]
+        out.append({
+            "observations": torch.stack([padded(o, o[0]) for o, _, _ in mine], dim=1),
+            "actions": torch.stack([padded(a, a[0]) for _, a, _ in mine], dim=1),
+            "rewards": torch.stack([padded(r, r[0]) for _, _, r in mine], dim=1),
+            "lengths": torch.tensor([len(r) for _, _, r in mine]),
+            "task": task,
+        })
+    return out

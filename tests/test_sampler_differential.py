@@ -1,0 +1,175 @@
+"""The sampler against a naive reference, bit for bit, over degenerate and ordinary shapes.
+
+Each sampler runs a sequence of rollouts of different shapes; every result must
+equal the reference rollout, stay equal after the later rollouts (episodes that
+alias the shared buffers are overwritten by the next call: every bandit config
+once trained on garbage that way), and share memory with nothing else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.samplers import MultiTaskSampler
+
+from differential_envs import factory
+from naive_sampler import ElementwisePolicy, reference_rollout
+
+SEED = 11
+
+# (name, tasks, episodes per task, horizon); a task's length None varies per episode.
+SHAPES = [
+    ("one task, one episode", [{"offset": 0.3, "length": 4}], 1, 6),
+    ("one task", [{"offset": -0.2, "length": None}], 4, 6),
+    ("one episode per task", [{"offset": 0.1, "length": 2}, {"offset": 0.5, "length": None},
+                              {"offset": -0.7, "length": 9}], 1, 6),
+    ("all end at step 1", [{"offset": 0.4, "length": 1}, {"offset": -0.4, "length": 1}], 3, 6),
+    ("different ends, some at the horizon", [{"offset": 0.2, "length": None}, {"offset": -0.3, "length": 3},
+                                             {"offset": 0.9, "length": 20}], 3, 6),
+    ("one task, ends at step 1", [{"offset": 0.6, "length": 1}], 2, 6),
+    ("horizon 1", [{"offset": 0.1, "length": None}, {"offset": -0.8, "length": 5}], 2, 1),
+]
+
+
+def sampler_for(discrete, horizon, batch_size, **kwargs):
+    policy = ElementwisePolicy(3 if discrete else 2, discrete)
+    sampler = MultiTaskSampler(None, None, batch_size, policy, None, env_fn=factory(discrete, horizon), seed=SEED,
+                               **kwargs)
+    return sampler, policy
+
+
+def assert_equal_to(batches, reference, label):
+    assert len(batches) == len(reference), label
+    for k, (got, want) in enumerate(zip(batches, reference)):
+        assert got.task == want["task"], (label, k)
+        assert torch.equal(got.lengths, want["lengths"]), (label, k, got.lengths, want["lengths"])
+        for name in ("observations", "actions", "rewards"):
+            mine = getattr(got, name)
+            assert mine.dtype == want[name].dtype, (label, k, name, mine.dtype)
+            assert torch.equal(mine, want[name]), (label, k, name)
+
+
+def buffer_ranges(sampler):
+    """Address ranges of the shared trajectory buffers."""
+    views = sampler._pool.views
+    return [(a.__array_interface__["data"][0], a.__array_interface__["data"][0] + a.nbytes)
+            for a in (views.observations, views.actions, views.rewards, views.lengths)]
+
+
+def storages(batches):
+    out = []
+    for batch in batches:
+        for tensor in (batch.observations, batch.actions, batch.rewards, batch.lengths):
+            storage = tensor.untyped_storage()
+            out.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return out
+
+
+def overlaps(a, b):
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def run_sequence(sampler, policy, discrete, shapes, params_for=None):
+    """Roll out ``shapes`` in a row on one sampler; check each result then and at the end."""
+    results, references = [], []
+    for call, (label, tasks, batch_size, horizon) in enumerate(shapes):
+        assert sampler.batch_size == batch_size and sampler.horizon == horizon
+        params = params_for(policy, tasks) if params_for else None
+        batches = sampler.rollout(tasks, params)
+        reference = reference_rollout(factory(discrete, horizon), policy, tasks, batch_size, SEED, call, horizon,
+                                      params)
+        assert_equal_to(batches, reference, label)
+        for earlier in storages(batches):
+            assert not any(overlaps(earlier, shared) for shared in buffer_ranges(sampler)), label
+        results.append(batches)
+        references.append(reference)
+    # Nothing a later rollout did may reach an earlier result.
+    for batches, reference, (label, *_) in zip(results, references, shapes):
+        assert_equal_to(batches, reference, f"{label}, after the later rollouts")
+    # The tasks of one rollout share one copy; two rollouts share nothing.
+    per_rollout = [storages(batches) for batches in results]
+    for i, mine in enumerate(per_rollout):
+        for later in per_rollout[i + 1:]:
+            assert not any(overlaps(a, b) for a in mine for b in later), "two rollouts' results share memory"
+    # Writing into a result changes nothing else.
+    results[0][0].observations.add_(1000.0)
+    for batches, reference, (label, *_) in zip(results[1:], references[1:], shapes[1:]):
+        assert_equal_to(batches, reference, f"{label}, after writing into an earlier result")
+
+
+def grouped_by_sampler(shapes):
+    """Shapes sharing (batch size, horizon) can share one sampler: group them, keeping order."""
+    groups = {}
+    for shape in shapes:
+        groups.setdefault((shape[2], shape[3]), []).append(shape)
+    return list(groups.items())
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+@pytest.mark.parametrize("num_workers, partial", [(0, False), (1, False), (3, False), (1, True), (3, True)],
+                         ids=["in-process", "1-worker", "3-workers", "1-worker-partial", "3-workers-partial"])
+def test_rollouts_equal_the_naive_reference(discrete, num_workers, partial):
+    for (batch_size, horizon), shapes in grouped_by_sampler(SHAPES):
+        sampler, policy = sampler_for(discrete, horizon, batch_size, num_workers=num_workers, partial=partial)
+        with sampler:
+            # Each shape twice in a row, so that every sampler makes at least two calls.
+            run_sequence(sampler, policy, discrete, shapes + shapes)
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+@pytest.mark.parametrize("num_workers", [0, 3])
+def test_per_task_parameters_equal_the_naive_reference(discrete, num_workers):
+    """Different parameters per task take the sampler's batched policy path."""
+    shapes = [shape for shape in SHAPES if shape[2] == 3]
+
+    def params_for(policy, tasks):
+        return [policy.perturbed(0.1 * k) if k % 2 == 0 else None for k in range(len(tasks))]
+
+    sampler, policy = sampler_for(discrete, 6, 3, num_workers=num_workers)
+    with sampler:
+        run_sequence(sampler, policy, discrete, shapes + shapes, params_for)
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_start_methods_equal_the_naive_reference(start_method):
+    shapes = [shape for shape in SHAPES if shape[2] == 3]
+    sampler, policy = sampler_for(False, 6, 3, num_workers=2, start_method=start_method)
+    with sampler:
+        run_sequence(sampler, policy, False, shapes + shapes)
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_sample_equals_the_naive_reference(discrete, num_workers):
+    """sample(): the train episodes under the policy's own parameters (call 0), the valid
+    episodes under each task's adapted parameters (call 1), as recorded in the episodes."""
+    tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 1}]
+    sampler, policy = sampler_for(discrete, 6, 3, num_workers=num_workers)
+    sampler.baseline = LinearFeatureBaseline(3)
+    with sampler:
+        train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.3)
+        first = [{name: p.clone() for name, p in batch.behaviour_params.items()} for batch in valid]
+        sampler.sample(tasks, num_steps=1, fast_lr=0.3)  # a second call in a row changes nothing above
+    env_fn = factory(discrete, 6)
+    assert_equal_to(train[0], reference_rollout(env_fn, policy, tasks, 3, SEED, 0, 6), "train")
+    adapted = [batch.behaviour_params for batch in valid]
+    assert all(torch.equal(p, first[k][name]) for k, params in enumerate(adapted) for name, p in params.items())
+    assert any(not torch.equal(adapted[0][name], p) for name, p in policy.named_parameters())
+    assert_equal_to(valid, reference_rollout(env_fn, policy, tasks, 3, SEED, 1, 6, adapted), "valid")
+
+
+def test_the_reference_is_not_trivially_equal():
+    """The harness would notice a wrong seed, call index or noise: the reference differs when they change."""
+    tasks = SHAPES[4][1]
+    env_fn = factory(False, 6)
+    policy = ElementwisePolicy(2, False)
+    base = reference_rollout(env_fn, policy, tasks, 3, SEED, 0, 6)
+    for other in (reference_rollout(env_fn, policy, tasks, 3, SEED + 1, 0, 6),
+                  reference_rollout(env_fn, policy, tasks, 3, SEED, 1, 6),
+                  reference_rollout(env_fn, policy, tasks, 3, SEED, 0, 6, [policy.perturbed(0.1)] * 3)):
+        assert any(not torch.equal(a["observations"], b["observations"]) for a, b in zip(base, other))
+    lengths = np.concatenate([batch["lengths"].numpy() for batch in base])
+    assert lengths.min() < lengths.max() == 6  # episodes end at different steps, some at the horizon

@@ -173,3 +173,16 @@ def test_the_reference_is_not_trivially_equal():
         assert any(not torch.equal(a["observations"], b["observations"]) for a, b in zip(base, other))
     lengths = np.concatenate([batch["lengths"].numpy() for batch in base])
     assert lengths.min() < lengths.max() == 6  # episodes end at different steps, some at the horizon
+
+
+def test_partial_mode_survives_many_calls_in_a_row():
+    """Partial gathering once drained its semaphore while a worker was between setting its
+    flag and releasing: the stale count later stepped a worker twice or let a command run
+    ahead of the previous one (IndexError, or seeds read from the tasks' payload)."""
+    tasks = [{"offset": 0.1 * k, "length": None} for k in range(3)]
+    sampler, policy = sampler_for(False, 3, 1, num_workers=3, partial=True)
+    with sampler:
+        for call in range(3000):
+            batches = sampler.rollout(tasks[: 1 + call % 3])
+        reference = reference_rollout(factory(False, 3), policy, tasks[: 1 + call % 3], 1, SEED, call, 3)
+        assert_equal_to(batches, reference, "the last call")

@@ -242,9 +242,13 @@ class ChildEnvPool:
     def wait_any(self) -> List[int]:
         """Block until at least one worker is done; return all that are."""
         self._acquire_ready()
-        while self._ready.acquire(block=False):
-            pass
         ready = [w for w in range(self.num_workers) if self.views.ready[w]]
+        # A worker sets its flag, then releases the semaphore once: take exactly
+        # one count per flag taken (the first is ours already). Draining the
+        # semaphore instead raced with a worker between the two, leaving a
+        # stale count that later woke the main process for a command not done.
+        for _ in range(len(ready) - 1):
+            self._acquire_ready()
         self._collect(ready)
         return ready
 

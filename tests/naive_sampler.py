@@ -57,6 +57,13 @@ class ElementwisePolicy(torch.nn.Module):
         return {name: (value.detach() + shift) for name, value in self.named_parameters()}
 
 
+class UnbatchedElementwisePolicy(ElementwisePolicy):
+    """The same policy, declared unable to take stacked parameters: the sampler then
+    evaluates (and adapts) it task by task."""
+
+    supports_batched_params = False
+
+
 def noise_for(seed: int, call: int, horizon: int, num_slots: int, action_shape, discrete: bool) -> torch.Tensor:
     generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, call, 1]).generate_state(1)[0]))
     if discrete:

@@ -16,7 +16,7 @@ from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.samplers import MultiTaskSampler
 
 from differential_envs import factory
-from naive_sampler import ElementwisePolicy, reference_rollout
+from naive_sampler import ElementwisePolicy, UnbatchedElementwisePolicy, reference_rollout
 
 SEED = 11
 
@@ -34,8 +34,8 @@ SHAPES = [
 ]
 
 
-def sampler_for(discrete, horizon, batch_size, **kwargs):
-    policy = ElementwisePolicy(3 if discrete else 2, discrete)
+def sampler_for(discrete, horizon, batch_size, batched=True, **kwargs):
+    policy = (ElementwisePolicy if batched else UnbatchedElementwisePolicy)(3 if discrete else 2, discrete)
     sampler = MultiTaskSampler(None, None, batch_size, policy, None, env_fn=factory(discrete, horizon), seed=SEED,
                                **kwargs)
     return sampler, policy
@@ -120,15 +120,17 @@ def test_rollouts_equal_the_naive_reference(discrete, num_workers, partial):
 
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
-@pytest.mark.parametrize("num_workers", [0, 3])
-def test_per_task_parameters_equal_the_naive_reference(discrete, num_workers):
-    """Different parameters per task take the sampler's batched policy path."""
+@pytest.mark.parametrize("num_workers, batched", [(0, True), (3, True), (1, False)],
+                         ids=["in-process", "3-workers", "task-by-task"])
+def test_per_task_parameters_equal_the_naive_reference(discrete, num_workers, batched):
+    """Different parameters per task take the sampler's batched policy path, or its
+    task-by-task path for a policy that cannot stack parameters."""
     shapes = [shape for shape in SHAPES if shape[2] == 3]
 
     def params_for(policy, tasks):
         return [policy.perturbed(0.1 * k) if k % 2 == 0 else None for k in range(len(tasks))]
 
-    sampler, policy = sampler_for(discrete, 6, 3, num_workers=num_workers)
+    sampler, policy = sampler_for(discrete, 6, 3, batched, num_workers=num_workers)
     with sampler:
         run_sequence(sampler, policy, discrete, shapes + shapes, params_for)
 
@@ -142,12 +144,13 @@ def test_start_methods_equal_the_naive_reference(start_method):
 
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
-@pytest.mark.parametrize("num_workers", [0, 2])
-def test_sample_equals_the_naive_reference(discrete, num_workers):
+@pytest.mark.parametrize("num_workers, batched", [(0, True), (2, True), (0, False)],
+                         ids=["in-process", "2-workers", "task-by-task"])
+def test_sample_equals_the_naive_reference(discrete, num_workers, batched):
     """sample(): the train episodes under the policy's own parameters (call 0), the valid
     episodes under each task's adapted parameters (call 1), as recorded in the episodes."""
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 1}]
-    sampler, policy = sampler_for(discrete, 6, 3, num_workers=num_workers)
+    sampler, policy = sampler_for(discrete, 6, 3, batched, num_workers=num_workers)
     sampler.baseline = LinearFeatureBaseline(3)
     with sampler:
         train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.3)

@@ -23,7 +23,7 @@ from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.losses import batched_reinforce_loss, task_reinforce_losses
 from maml_rl.utils.torch_utils import gradient_step
 
-__all__ = ["InnerLoop", "inner_step", "stack_task_params", "unstack_task_params"]
+__all__ = ["InnerLoop", "inner_step", "unstack_task_params"]
 
 Params = Mapping[str, torch.Tensor]
 
@@ -86,11 +86,6 @@ def inner_step(
         losses = task_reinforce_losses(policy, batch, params)
     # The sum over tasks differentiates into each task's own gradient.
     return gradient_step(losses.sum(), params, step_size, first_order)
-
-
-def stack_task_params(params: Params, num_tasks: int) -> "OrderedDict[str, torch.Tensor]":
-    """``num_tasks`` copies of unstacked ``params`` as stride-0 views (gradients are per task)."""
-    return OrderedDict((name, p.expand(num_tasks, *p.shape)) for name, p in params.items())
 
 
 def unstack_task_params(params: Params) -> list["OrderedDict[str, torch.Tensor]"]:

@@ -11,7 +11,7 @@ import torch
 from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
 
-from maml_rl.adaptation import InnerLoop, inner_step, stack_task_params
+from maml_rl.adaptation import InnerLoop, inner_step
 from maml_rl.episodes import TaskBatch
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.losses import batched_kl_hessian, batched_reinforce_hessian, mean_kl, surrogate_loss
@@ -23,7 +23,7 @@ from maml_rl.metalearners.base import (
     check_same_params,
     recorded_params,
 )
-from maml_rl.policies.policy import Policy
+from maml_rl.policies.policy import Policy, expand_params
 from maml_rl.utils.optimization import conjugate_gradient
 from maml_rl.utils.torch_utils import (
     detach_distribution,
@@ -81,7 +81,7 @@ class _MetaGraph:
         self.params = list(params.values())
         num_tasks = valid.num_tasks
         self.num_tasks = num_tasks
-        expanded = stack_task_params(params, num_tasks)
+        expanded = expand_params(params, num_tasks)
         self.expanded = list(expanded.values())
         self.fast_lr = learner.inner_loop.fast_lr
         self.policy = learner.policy
@@ -312,7 +312,7 @@ class MAMLTRPO(MetaLearner):
         if first_order is None:
             first_order = self.first_order
         params = OrderedDict(self.policy.named_meta_parameters())
-        expanded = stack_task_params(params, train_batches[0].num_tasks)
+        expanded = expand_params(params, train_batches[0].num_tasks)
         return self.inner_loop.adapt(self.policy, train_batches, expanded, first_order)
 
     def _adapt_with_hessians(
@@ -447,7 +447,7 @@ class MAMLTRPO(MetaLearner):
         names = [name for name, _ in self.policy.named_meta_parameters()]
         sampled_with = recorded_params(train_episodes[0], names)
         if sampled_with is not None:
-            current = stack_task_params(OrderedDict(self.policy.named_meta_parameters()), len(valid_episodes))
+            current = expand_params(OrderedDict(self.policy.named_meta_parameters()), len(valid_episodes))
             check_same_params(current, sampled_with, "train_episodes[0]",
                               "Sample new episodes after every step(): each batch serves one update.")
         behaviour = recorded_params(valid_episodes, names)

@@ -14,9 +14,10 @@ import numpy as np
 import torch
 from torch.distributions import Distribution
 
-from maml_rl.adaptation import InnerLoop, inner_step, stack_task_params, unstack_task_params
+from maml_rl.adaptation import InnerLoop, inner_step, unstack_task_params
 from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.policies.policy import expand_params
 
 from .action_noise import actions_from_noise, draw_noise
 from .child_env import HORIZON
@@ -314,7 +315,7 @@ class MultiTaskSampler:
         """One inner step of every task, through the same function as the meta-learner's."""
         if stacked is None:
             own = OrderedDict((name, p.detach()) for name, p in _meta_parameters(self.policy))
-            stacked = stack_task_params(own, len(episodes))
+            stacked = expand_params(own, len(episodes))
         # Leaves: sampling needs no meta-gradient.
         leaves = OrderedDict((name, p.detach().requires_grad_()) for name, p in stacked.items())
         batch = inner_loop.task_batch(episodes, device)

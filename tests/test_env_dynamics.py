@@ -250,8 +250,9 @@ def test_ant_reward(env_id, task):
     for seed in range(3):
         _set_known_state(env, seed, torso_height=0.6)
         xy_before = env.data.xpos[torso, :2].copy()
+        # The model's probe sensor makes mj_step compute cfrc_ext itself
+        # (test_ant_contact_forces_are_those_of_the_last_substep checks them).
         expected = _step_by_hand(env, action.astype(np.float64))
-        mujoco.mj_rnePostConstraint(env.model, expected)
         obs, reward, terminated, truncated, info = env.step(action)
 
         np.testing.assert_array_equal(env.data.qpos, expected.qpos)
@@ -374,3 +375,29 @@ def test_mujoco_reset_noise_is_seeded():
     np.testing.assert_array_equal(obs_1, obs_2)
     obs_3, _ = env.reset(seed=6)
     assert not np.array_equal(obs_1, obs_3)
+
+
+def test_ant_contact_forces_are_those_of_the_last_substep():
+    """The contact forces an Ant step observes and pays for are
+    mj_rnePostConstraint's at the state of the step's last substep, computed
+    here on gymnasium's own model (no probe sensor), by hand."""
+    env = gym.make("AntVel-v5").unwrapped
+    env.reset(seed=0)
+    plain = mujoco.MjModel.from_xml_path(env.fullpath)
+    assert env.model.nsensor == plain.nsensor + 1
+    action = np.array([0.5, -0.3, 0.9, -1.0, 0.2, 0.7, 0.0, -0.6], np.float32)
+    nq, nv, nbody = env.model.nq, env.model.nv, env.model.nbody
+    touched = 0
+    for _ in range(15):
+        data = mujoco.MjData(plain)
+        data.qpos[:], data.qvel[:], data.qacc_warmstart[:] = env.data.qpos, env.data.qvel, env.data.qacc_warmstart
+        data.ctrl[:] = action
+        mujoco.mj_step(plain, data, nstep=4)
+        mujoco.mj_forward(plain, data)
+        mujoco.mj_rnePostConstraint(plain, data)
+        expected = np.clip(data.cfrc_ext, -1.0, 1.0)
+        obs, reward, terminated, _, info = env.step(action)
+        np.testing.assert_array_equal(obs[nq + nv : nq + nv + 6 * nbody], expected.ravel().astype(np.float32))
+        assert info["reward_contact"] == -0.0005 * np.sum(np.square(expected))
+        touched += np.count_nonzero(expected) > 0
+    assert touched >= 10  # on the ground, with real contact forces

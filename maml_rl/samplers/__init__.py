@@ -7,7 +7,7 @@ Imported lazily so that a ChildEnv worker, which imports
 from typing import Any
 
 __all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError",
-           "EnvOutputError", "InsufficientMemoryError"]
+           "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool"]
 
 
 def __getattr__(name: str) -> Any:
@@ -15,6 +15,10 @@ def __getattr__(name: str) -> Any:
         from .multi_task_sampler import MultiTaskSampler
 
         return MultiTaskSampler
+    if name == "EnvPool":
+        from .env_pool import EnvPool
+
+        return EnvPool
     if name == "InsufficientMemoryError":
         from .memory import InsufficientMemoryError
 

@@ -160,8 +160,21 @@ def _bad_observation(env: Any, observation: Any, shape: tuple, call: str) -> str
     )
 
 
+def make_child_env(env_fn: Callable[[], Any], num_envs: int, buffers, index: int,
+                   batch_threads: Optional[int] = None) -> ChildEnv:
+    """A ChildEnv, or with ``batch_threads`` the MuJoCo fast path's
+    ``BatchedChildEnv`` on that many threads (imported only then: it needs
+    MuJoCo, which other envs may not)."""
+    if batch_threads is None:
+        return ChildEnv(env_fn, num_envs, buffers, index)
+    from .batched_child_env import BatchedChildEnv
+
+    return BatchedChildEnv(env_fn, num_envs, buffers, index, nthread=batch_threads)
+
+
 def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, ready, conn,
-                main_module: Optional[dict] = None, start_method: Optional[str] = None) -> None:
+                main_module: Optional[dict] = None, start_method: Optional[str] = None,
+                batch_threads: Optional[int] = None) -> None:
     """Entry point of a ChildEnv process: build the envs, then serve commands.
 
     The main process owns the lifetime: a worker exits on ``CLOSE``, and on
@@ -171,6 +184,8 @@ def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, r
         main module, which the worker skips (``vector_env`` explains why)
         unless building the envs fails without it.
     :param start_method: the start method this worker was created with.
+    :param batch_threads: step the envs through the MuJoCo fast path, on
+        this many threads; ``None`` steps them one at a time.
     """
     # Ctrl-C reaches the whole process group, and so does SIGHUP when the
     # terminal closes; the main process shuts the workers down (or they
@@ -182,7 +197,7 @@ def worker_main(index: int, env_fn_bytes: bytes, num_envs: int, buffers, wake, r
             signal.signal(getattr(signal, name), signal.SIG_IGN)
     views = buffers.views()
     try:
-        child = _build(env_fn_bytes, num_envs, views, index, main_module)
+        child = _build(env_fn_bytes, num_envs, views, index, main_module, batch_threads)
     except _StartUpError as error:
         conn.send(("error", str(error)))
         return
@@ -197,13 +212,14 @@ class _StartUpError(Exception):
     """The envs could not be built; the message holds the traceback(s)."""
 
 
-def _build(env_fn_bytes: bytes, num_envs: int, views, index: int, main_module: Optional[dict]) -> "ChildEnv":
+def _build(env_fn_bytes: bytes, num_envs: int, views, index: int, main_module: Optional[dict],
+           batch_threads: Optional[int] = None) -> "ChildEnv":
     """The worker's ChildEnv, retried after importing the main module when
     the first attempt fails and the main module was skipped."""
     import cloudpickle
 
     try:
-        return ChildEnv(cloudpickle.loads(env_fn_bytes), num_envs, views, index)
+        return make_child_env(cloudpickle.loads(env_fn_bytes), num_envs, views, index, batch_threads)
     except BaseException:
         first = traceback.format_exc()
     if not main_module:
@@ -220,7 +236,7 @@ def _build(env_fn_bytes: bytes, num_envs: int, views, index: int, main_module: O
             "The code that creates the sampler must sit under `if __name__ == \"__main__\":`."
         ) from None
     try:
-        return ChildEnv(cloudpickle.loads(env_fn_bytes), num_envs, views, index)
+        return make_child_env(cloudpickle.loads(env_fn_bytes), num_envs, views, index, batch_threads)
     except BaseException:
         raise _StartUpError(
             f"while building the envs (the second time, after importing your main module {where}):\n"

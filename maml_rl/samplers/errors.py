@@ -24,3 +24,8 @@ class EnvOutputError(SamplerError, ValueError):
     """An environment returned something the sampler cannot use (a non-finite
     observation or reward, or an episode it never ended); the message names
     the env, the slot, the task and the step."""
+
+
+class PoolStateError(SamplerError):
+    """An env pool was called out of order (e.g. ``wait()`` on a worker that
+    was never asked to step, which would block forever)."""

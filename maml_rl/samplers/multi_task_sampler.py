@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
 import threading
 from collections import OrderedDict
@@ -15,6 +16,7 @@ import torch
 from torch.distributions import Distribution
 
 from maml_rl.adaptation import InnerLoop, inner_step, unstack_task_params
+from maml_rl.envs.vectorised import VectorisedMujocoEnv
 from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.policies.policy import expand_params
@@ -25,6 +27,8 @@ from .errors import EnvOutputError, SamplerClosedError
 from .memory import check_memory
 from .shared_memory import TrajectoryBuffers
 from .vector_env import ChildEnvPool, InProcessPool, usable_cpus
+
+logger = logging.getLogger(__name__)
 
 Params = Dict[str, torch.Tensor]
 ParamsArg = Union[None, Params, Sequence[Params]]
@@ -75,6 +79,16 @@ class MultiTaskSampler:
         ``spec.max_episode_steps`` (or its ``TimeLimit``). For an env with no
         time limit at all, episodes must end on their own within
         ``NO_TIME_LIMIT_CAP`` (1000) steps, or sampling fails saying so.
+    :param mujoco_batch: the MuJoCo fast path, for envs that implement
+        ``maml_rl.envs.vectorised.VectorisedMujocoEnv`` (this package's
+        HalfCheetah and Ant envs): each worker steps all its envs with one
+        ``mujoco.batch`` call per step, with bit-identical results. ``None``
+        (default) uses it where it can, and logs one line saying why not for
+        an env that implements it; ``True`` requires it (``ValueError`` if it
+        cannot be used); ``False`` steps one env at a time.
+    :param batch_threads: threads of each fast-path ``Batch``. Default: 1
+        per worker process; with ``num_workers=0``, the CPUs this process may
+        use (the batch then runs them in this process).
 
     Example::
 
@@ -108,6 +122,8 @@ class MultiTaskSampler:
         start_method: Optional[str] = None,
         partial: bool = False,
         max_episode_steps: Optional[int] = None,
+        mujoco_batch: Optional[bool] = None,
+        batch_threads: Optional[int] = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -132,6 +148,8 @@ class MultiTaskSampler:
         self._env_name = getattr(self.env.spec, "id", None) or type(self.env.unwrapped).__name__
         self.horizon, self._horizon_is_cap = _resolve_horizon(self.env, max_episode_steps)
         self._buffer_spec = _buffer_spec(self.observation_space, self.action_space, self.horizon)
+        self.mujoco_batch = _resolve_mujoco_batch(self.env, self._env_name, mujoco_batch)
+        self._batch_threads = _resolve_batch_threads(self.mujoco_batch, self.num_workers, batch_threads)
 
         self._pool: Union[None, ChildEnvPool, InProcessPool] = None
         self._num_rollouts = 0
@@ -293,7 +311,7 @@ class MultiTaskSampler:
         return (
             f"MultiTaskSampler(env_fn={self.env_fn!r}, batch_size={self.batch_size}, "
             f"num_workers={self.num_workers}, start_method={self.start_method!r}, "
-            f"partial={self.partial}, seed={self.seed})"
+            f"partial={self.partial}, mujoco_batch={self.mujoco_batch}, seed={self.seed})"
         )
 
     # -- internals ----------------------------------------------------------
@@ -339,10 +357,11 @@ class MultiTaskSampler:
                      f"of {self._env_name} at horizon {self.horizon}",
             )
             if self.num_workers == 0:
-                self._pool = InProcessPool(self.env_fn, num_slots, self._buffer_spec)
+                self._pool = InProcessPool(self.env_fn, num_slots, self._buffer_spec, self._batch_threads)
             else:
                 workers = min(self.num_workers, num_slots)
-                self._pool = ChildEnvPool(self._env_fn_bytes, workers, num_slots, self._buffer_spec, self.start_method)
+                self._pool = ChildEnvPool(self._env_fn_bytes, workers, num_slots, self._buffer_spec, self.start_method,
+                                          self._batch_threads)
         self._pool.assign(num_slots)
         return self._pool
 
@@ -595,6 +614,41 @@ def _resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> Tuple[in
     if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
         raise ValueError(f"max_episode_steps must be a positive int, got {horizon!r}")
     return horizon, False
+
+
+def _resolve_mujoco_batch(env: gym.Env, env_name: str, requested: Optional[bool]) -> bool:
+    """Whether the workers step ``env`` through the MuJoCo fast path."""
+    if requested not in (None, True, False):
+        raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {requested!r}")
+    if requested is False:
+        return False
+    if not isinstance(env.unwrapped, VectorisedMujocoEnv):
+        if requested:
+            raise ValueError(
+                f"mujoco_batch=True, but {env_name} does not implement maml_rl.envs.vectorised.VectorisedMujocoEnv; "
+                "leave mujoco_batch at None to step it one env at a time"
+            )
+        return False
+    from .batched_child_env import batch_support
+
+    reason = batch_support(env)
+    if reason is None:
+        return True
+    if requested:
+        raise ValueError(f"mujoco_batch=True, but the MuJoCo fast path cannot step {env_name}: {reason}")
+    logger.warning("MultiTaskSampler: stepping %s one env at a time, without the MuJoCo fast path: %s", env_name, reason)
+    return False
+
+
+def _resolve_batch_threads(fast_path: bool, num_workers: int, requested: Optional[int]) -> Optional[int]:
+    """Threads per fast-path ``Batch``, or ``None`` for the per-env path."""
+    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
+        raise ValueError(f"batch_threads must be a positive int, got {requested!r}")
+    if not fast_path:
+        return None
+    if requested is not None:
+        return requested
+    return usable_cpus() if num_workers == 0 else 1
 
 
 def _buffer_spec(observation_space: gym.Space, action_space: gym.Space, horizon: int) -> dict:

@@ -1,10 +1,9 @@
 """Pools of ChildEnv workers: processes over shared memory, or in-process.
 
-Both pools expose the same calls, used by ``MultiTaskSampler``:
-``assign(num_slots)``, ``reset_task(tasks)``, ``reset(seeds)``,
-``step(workers, t)`` and ``wait(workers)`` / ``wait_any()``, ``close()``.
-A pool is ``open`` until ``close()`` or a failure; a closed pool refuses
-every call with ``SamplerClosedError`` instead of hanging.
+Both pools implement ``env_pool.EnvPool``, the protocol used by
+``MultiTaskSampler`` (which checks the order of the calls). A pool is open
+until ``close()`` or a failure; a closed pool refuses every call with
+``SamplerClosedError`` instead of hanging.
 
 Worker processes and the main module. Under spawn and forkserver,
 multiprocessing makes every child run the parent's main module again (as
@@ -35,8 +34,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import cloudpickle
 
-from .child_env import CLOSE, FAILED, RESET, RESET_TASK, STEP, ChildEnv, assign_slots, worker_main
-from .errors import SamplerClosedError, WorkerDiedError, WorkerError
+from .child_env import CLOSE, FAILED, RESET, RESET_TASK, STEP, assign_slots, make_child_env, worker_main
+from .env_pool import EnvPool
+from .errors import WorkerDiedError, WorkerError
 from .shared_memory import TrajectoryBuffers
 
 # How often the main process, while waiting on workers, checks that none died.
@@ -49,52 +49,55 @@ WORKERS_PER_CPU_WARNING = 2
 _DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
-class InProcessPool:
+class InProcessPool(EnvPool):
     """All slots stepped in the calling process by one ChildEnv (``num_workers=0``)."""
 
     num_workers = 1
 
-    def __init__(self, env_fn: Callable[[], Any], num_slots: int, buffer_spec: dict):
+    def __init__(self, env_fn: Callable[[], Any], num_slots: int, buffer_spec: dict,
+                 batch_threads: Optional[int] = None):
+        self._init_state()
+        self.closed = True
         self.buffers = TrajectoryBuffers.allocate(num_slots, 1, ctx=None, **buffer_spec)
         self.views = self.buffers.views()
         self.capacity = num_slots
-        self._child = ChildEnv(env_fn, num_slots, self.views, 0)
+        self._child = make_child_env(env_fn, num_slots, self.views, 0, batch_threads)
         self.ranges = assign_slots(num_slots, 1)
         self._ready: List[int] = []
         self.closed = False
 
-    def assign(self, num_slots: int) -> None:
+    def _assign(self, num_slots: int) -> None:
         self.ranges = assign_slots(num_slots, 1)
 
-    def reset_task(self, tasks: Sequence[Any]) -> None:
+    def _reset_task(self, tasks: Sequence[Any]) -> None:
         self._run(lambda: self._child.reset_task(0, tasks))
 
-    def reset(self, seeds: Sequence[int]) -> None:
+    def _reset(self, seeds: Sequence[int]) -> None:
         self._run(lambda: self._child.reset(seeds))
 
-    def step(self, workers: Sequence[int], t: int) -> None:
+    def _step(self, workers: Sequence[int], t: int) -> None:
         self._run(lambda: self._child.step(t))
         self._ready = list(workers)
 
-    def wait(self, workers: Sequence[int]) -> None:
+    def _wait(self, workers: Sequence[int]) -> None:
         self._ready = []
 
-    def wait_any(self) -> List[int]:
+    def _wait_any(self) -> List[int]:
         ready, self._ready = self._ready, []
         return ready
 
     def _run(self, operation: Callable[[], None]) -> None:
-        if self.closed:
-            raise SamplerClosedError("the sampler is closed")
         try:
             operation()
         except Exception as exc:
-            raise WorkerError(f"the environment failed {self._child.describe_failure()}: {exc!r}") from exc
+            where = self._child.describe_failure()
+            self.close()
+            raise WorkerError(f"the environment failed {where}: {exc!r}") from exc
 
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._child.close()
+    def _close(self) -> None:
+        if self._child is not None:
+            child, self._child = self._child, None
+            child.close()
 
 
 class _Workers:
@@ -151,7 +154,7 @@ class _Workers:
         self.processes, self.connections = [], []
 
 
-class ChildEnvPool:
+class ChildEnvPool(EnvPool):
     """``num_workers`` ChildEnv processes, each stepping a contiguous slot range.
 
     :param env_fn_bytes: the env factory, pickled with cloudpickle.
@@ -160,10 +163,14 @@ class ChildEnvPool:
         ``ceil(num_slots / num_workers)`` envs.
     :param buffer_spec: horizon, observation and action shapes and dtypes.
     :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``.
+    :param batch_threads: each worker steps its envs through the MuJoCo fast
+        path on this many threads; ``None``: one env at a time.
     """
 
-    def __init__(self, env_fn_bytes: bytes, num_workers: int, num_slots: int, buffer_spec: dict, start_method: str):
+    def __init__(self, env_fn_bytes: bytes, num_workers: int, num_slots: int, buffer_spec: dict, start_method: str,
+                 batch_threads: Optional[int] = None):
         _warn_if_oversubscribed(num_workers)
+        self._init_state()
         ctx = mp.get_context(start_method)
         self.start_method = start_method
         self.num_workers = num_workers
@@ -188,7 +195,7 @@ class ChildEnvPool:
                 process = ctx.Process(
                     target=worker_main,
                     args=(w, env_fn_bytes, envs_per_worker, self.buffers, wakes[w], self._ready, child_end,
-                          main_module, start_method),
+                          main_module, start_method, batch_threads),
                     name=f"ChildEnv-{w}",
                     daemon=True,
                 )
@@ -210,37 +217,28 @@ class ChildEnvPool:
 
     # -- commands -----------------------------------------------------------
 
-    def assign(self, num_slots: int) -> None:
-        """Split the next calls' ``num_slots`` slots over the workers."""
-        if num_slots > self.capacity:
-            raise ValueError(f"{num_slots} slots requested from a pool built for {self.capacity}")
+    def _assign(self, num_slots: int) -> None:
         self.ranges = assign_slots(num_slots, self.num_workers)
 
-    def reset_task(self, tasks: Sequence[Any]) -> None:
-        """Send each worker the tasks of its slots (a ``reset_task`` command)."""
+    def _reset_task(self, tasks: Sequence[Any]) -> None:
         self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop])) for r in self.ranges])
 
-    def reset(self, seeds: Sequence[int]) -> None:
-        """Reset every slot with its own seed."""
+    def _reset(self, seeds: Sequence[int]) -> None:
         self._broadcast(RESET, [list(seeds[r.start:r.stop]) for r in self.ranges])
 
-    def step(self, workers: Sequence[int], t: int) -> None:
-        """Ask ``workers`` to step their running slots with ``actions[t]``."""
-        self._check_open()
+    def _step(self, workers: Sequence[int], t: int) -> None:
         views, wakes = self.views, self._workers.wakes
         for w in workers:
             views.step_index[w] = t
             views.command[w] = STEP
             wakes[w].release()
 
-    def wait(self, workers: Sequence[int]) -> None:
-        """Block until every worker in ``workers`` has finished its command."""
+    def _wait(self, workers: Sequence[int]) -> None:
         for _ in range(len(workers)):
             self._acquire_ready()
         self._collect(workers)
 
-    def wait_any(self) -> List[int]:
-        """Block until at least one worker is done; return all that are."""
+    def _wait_any(self) -> List[int]:
         self._acquire_ready()
         ready = [w for w in range(self.num_workers) if self.views.ready[w]]
         # A worker sets its flag, then releases the semaphore once: take exactly
@@ -252,16 +250,13 @@ class ChildEnvPool:
         self._collect(ready)
         return ready
 
-    def close(self) -> None:
-        """End every worker; idempotent."""
-        self.closed = True
+    def _close(self) -> None:
         if self._finalizer.detach() is not None:
             self._workers.shutdown(interruptible=True)
 
     # -- internals ----------------------------------------------------------
 
     def _broadcast(self, command: int, payloads: List[Any]) -> None:
-        self._check_open()
         workers = range(self.num_workers)
         for w in workers:
             self.views.command[w] = command
@@ -271,14 +266,7 @@ class ChildEnvPool:
             # cloudpickle, as the env factory: the workers have no main
             # module, so a task of a class defined there travels by value.
             self._workers.connections[w].send_bytes(cloudpickle.dumps(payloads[w]))
-        self.wait(workers)
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise SamplerClosedError(
-                "the sampler's workers are closed (close() was called, or a worker failed); "
-                "create a new sampler"
-            )
+        self._wait(workers)
 
     def _acquire_ready(self) -> None:
         while not self._ready.acquire(timeout=LIVENESS_CHECK_INTERVAL):

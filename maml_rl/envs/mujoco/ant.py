@@ -10,11 +10,15 @@ import numpy as np
 from gymnasium import spaces
 
 from maml_rl.envs.mujoco.base import DirectionTask, MetaMujocoEnv, VelocityTask
+from maml_rl.envs.vectorised import VectorisedMujocoEnv
 
 __all__ = ["AntEnv", "AntVelEnv", "AntDirEnv", "AntPosEnv"]
 
+# The site and sensor added to the model so that MuJoCo computes cfrc_ext.
+CONTACT_FORCE_SITE = "contact_force_probe"
 
-class AntEnv(MetaMujocoEnv):
+
+class AntEnv(MetaMujocoEnv, VectorisedMujocoEnv):
     """Gymnasium's v5 Ant model (``dt = 0.05``).
 
     Observation (125,) float32: ``qpos`` (15), ``qvel`` (14), the contact
@@ -23,6 +27,17 @@ class AntEnv(MetaMujocoEnv):
     ``0.005 * ||a||^2 + 0.0005 * ||clip(cfrc_ext, -1, 1)||^2`` and adds the
     survive bonus 0.05. The episode terminates when the torso height
     ``qpos[2]`` leaves ``[0.2, 1.0]`` or the state is not finite.
+
+    Contact forces. ``cfrc_ext`` is computed by ``mj_rnePostConstraint``,
+    which MuJoCo runs only when a sensor needs it. The model gets one such
+    sensor (an accelerometer at a massless site on the torso, whose reading is
+    unused), so the forces are computed inside every ``mj_step``, from one
+    consistent state: those of the step's last substep. gymnasium's v5 Ant
+    instead calls ``mj_rnePostConstraint`` after ``mj_step``, mixing the
+    integrated velocities with the kinematics of before the last substep.
+    The two differ (up to 2 after clipping); the in-step forces are also what
+    ``mujoco.batch`` computes for the sampler's fast path, so both paths give
+    the same numbers bit for bit. The dynamics are unchanged.
     """
 
     ctrl_cost_weight = 0.5 * 1e-2
@@ -69,10 +84,21 @@ class AntEnv(MetaMujocoEnv):
         obs[xpos] = self._torso_xpos
         return obs
 
-    def set_state(self, qpos, qvel) -> None:
-        super().set_state(qpos, qvel)
-        # Fill cfrc_ext so that the observation after a reset holds the contact forces.
-        mujoco.mj_rnePostConstraint(self.model, self.data)
+    def _initialize_simulation(self):
+        # The unused sensor makes MuJoCo compute cfrc_ext in every step (and
+        # in the mj_forward of a reset); see the class docstring.
+        spec = mujoco.MjSpec.from_file(self.fullpath)
+        spec.body("torso").add_site(name=CONTACT_FORCE_SITE)
+        spec.add_sensor(
+            name=CONTACT_FORCE_SITE,
+            type=mujoco.mjtSensor.mjSENS_ACCELEROMETER,
+            objtype=mujoco.mjtObj.mjOBJ_SITE,
+            objname=CONTACT_FORCE_SITE,
+        )
+        model = spec.compile()
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, self.height)
+        return model, mujoco.MjData(model)
 
     def _task_reward(self, xy_before: np.ndarray, xy_after: np.ndarray) -> tuple[float, dict]:
         """The task-specific part of the reward and its info entries."""
@@ -83,8 +109,6 @@ class AntEnv(MetaMujocoEnv):
         xy_before = self._torso_xpos[:2].copy()
         self._ctrl[:] = ctrl
         mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
-        # MuJoCo computes the contact forces cfrc_ext only on request.
-        mujoco.mj_rnePostConstraint(self.model, self.data)
         task_reward, info = self._task_reward(xy_before, self._torso_xpos[:2])
 
         contact_forces = np.clip(self._cfrc_ext, -1.0, 1.0)
@@ -106,6 +130,39 @@ class AntEnv(MetaMujocoEnv):
         info["reward_contact"] = -contact_cost
         info["reward_survive"] = self.survive_reward
         return observation, reward, terminated, False, info
+
+    # -- the same step for many simulations (VectorisedMujocoEnv) -----------
+
+    vector_fields = ("qpos", "qvel", "xpos", "xmat", "cfrc_ext")
+
+    def _vector_task_reward(self, xy_before: np.ndarray, xy_after: np.ndarray, tasks) -> np.ndarray:
+        raise NotImplementedError
+
+    def vector_before(self, fields):
+        return fields["xpos"][:, self._torso, :2].copy()
+
+    def vector_outputs(self, fields, before, controls, tasks, observations):
+        n = len(controls)
+        qpos, qvel, xpos = fields["qpos"], fields["qvel"], fields["xpos"][:, self._torso]
+        contact_forces = np.clip(fields["cfrc_ext"].reshape(n, -1), -1.0, 1.0)
+        qpos_cols, qvel_cols, cfrc_cols, xmat_cols, xpos_cols = self._slices
+        observations[:, qpos_cols] = qpos
+        observations[:, qvel_cols] = qvel
+        observations[:, cfrc_cols] = contact_forces
+        observations[:, xmat_cols] = fields["xmat"][:, self._torso]
+        observations[:, xpos_cols] = xpos
+        task_reward = self._vector_task_reward(before, xpos[:, :2], tasks)
+        # Row sums, as step's sums over one row (bit-identical, tested).
+        ctrl_cost = self.ctrl_cost_weight * (controls * controls).sum(axis=1)
+        contact_cost = self.contact_cost_weight * np.square(contact_forces).sum(axis=1)
+        rewards = task_reward - ctrl_cost - contact_cost + self.survive_reward
+        z_min, z_max = self.healthy_z_range
+        height = qpos[:, 2]
+        healthy = (
+            (z_min <= height) & (height <= z_max)
+            & np.isfinite(qpos).all(axis=1) & np.isfinite(qvel).all(axis=1)
+        )
+        return rewards, ~healthy
 
 
 class AntVelEnv(VelocityTask, AntEnv):
@@ -132,6 +189,10 @@ class AntVelEnv(VelocityTask, AntEnv):
         reward = -abs(forward_velocity - self._goal_velocity) + 1.0
         return reward, {"forward_velocity": forward_velocity, "reward_forward": reward}
 
+    def _vector_task_reward(self, xy_before, xy_after, tasks):
+        forward_velocity = (xy_after[:, 0] - xy_before[:, 0]) / self._dt
+        return -np.abs(forward_velocity - tasks["velocity"]) + 1.0
+
 
 class AntDirEnv(DirectionTask, AntEnv):
     """Ant running forward or backward along x.
@@ -153,6 +214,9 @@ class AntDirEnv(DirectionTask, AntEnv):
         forward_velocity = float(xy_after[0] - xy_before[0]) / self._dt
         reward = self._direction * forward_velocity
         return reward, {"forward_velocity": forward_velocity, "reward_forward": reward}
+
+    def _vector_task_reward(self, xy_before, xy_after, tasks):
+        return tasks["direction"] * ((xy_after[:, 0] - xy_before[:, 0]) / self._dt)
 
 
 class AntPosEnv(AntEnv):
@@ -191,3 +255,6 @@ class AntPosEnv(AntEnv):
         distance = float(np.abs(xy_after - self._goal_position).sum())
         reward = -distance + 4.0
         return reward, {"distance": distance, "reward_forward": reward}
+
+    def _vector_task_reward(self, xy_before, xy_after, tasks):
+        return -np.abs(xy_after - tasks["position"]).sum(axis=1) + 4.0

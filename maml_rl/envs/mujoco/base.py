@@ -138,6 +138,27 @@ class MetaMujocoEnv(MetaEnv, MujocoEnv):
             ctrl += self._ctrl_center
         return ctrl
 
+    def vector_controls(self, actions: np.ndarray) -> np.ndarray:
+        """:meth:`action_to_control` of every row of ``actions`` (n, nu), bit for bit."""
+        ctrl = np.array(actions, dtype=np.float64)
+        if ctrl.shape[1:] != self._action_shape:
+            raise ValueError(
+                f"Expected actions of shape (n, {self._action_shape[0]}), got {ctrl.shape}."
+            )
+        s = self.normalization_scale
+        np.maximum(ctrl, -s, out=ctrl)
+        np.minimum(ctrl, s, out=ctrl)
+        if self._ctrl_gain is not None:
+            ctrl *= self._ctrl_gain
+        if self._ctrl_center is not None:
+            ctrl += self._ctrl_center
+        return ctrl
+
+    def vector_tasks(self, tasks) -> dict[str, np.ndarray]:
+        """The tasks' values, one row per task, under the task's keys."""
+        return {key: np.array([task[key] for task in tasks], dtype=np.float64).reshape(len(tasks), *shape)
+                for key, shape in self.task_shapes().items()}
+
     def reset_model(self) -> np.ndarray:
         noise = self.reset_noise_scale
         qpos = self.init_qpos + self.np_random.uniform(low=-noise, high=noise, size=self.model.nq)

@@ -72,8 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     misc = parser.add_argument_group("miscellaneous")
     misc.add_argument("--seed", type=int, default=None,
         help="seed of the evaluation (default: the training seed + 1, so the tasks differ from training)")
-    misc.add_argument("--num-workers", type=int, default=usable_cpus(),
-        help=f"environment worker processes; 0 steps the environments in this process (default: the CPUs this process may use, {usable_cpus()})")
+    misc.add_argument("--num-workers", type=int, default=None,
+        help="environment worker processes; 0 steps the environments in this process (default: for the MuJoCo "
+             "envs on the fast path, this process with one mujoco.batch thread per CPU; otherwise one process "
+             f"per CPU this process may use, {usable_cpus()})")
     misc.add_argument("--device", type=str, default="cpu", help="device of the policy: cpu or cuda (default: cpu)")
     misc.add_argument("--plot", type=str, default=None, metavar="PNG",
         help="also plot the mean return against the number of adaptation steps (needs matplotlib)")
@@ -82,7 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if args.num_workers < 0:
+    if args.num_workers is not None and args.num_workers < 0:
         parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")

@@ -73,9 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="folder of the run (default: runs/<name of the config file>)")
     parser.add_argument("--seed", type=int, default=None,
         help="seed of the run (default: the config's seed, else a random one, recorded in config.json)")
-    parser.add_argument("--num-workers", type=int, default=usable_cpus(),
-        help="environment worker processes; 0 steps the environments in this process "
-             f"(default: the number of CPUs this process may use, {usable_cpus()})")
+    parser.add_argument("--num-workers", type=int, default=None,
+        help="environment worker processes; 0 steps the environments in this process (default: for the MuJoCo "
+             "envs on the fast path, this process with one mujoco.batch thread per CPU; otherwise one process "
+             f"per CPU this process may use, {usable_cpus()})")
     parser.add_argument("--device", type=str, default="cpu",
         help="device of the policy and the meta-learner: cpu or cuda (default: cpu)")
     parser.add_argument("--resume", action="store_true",
@@ -89,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="set any configuration key, value read as YAML; repeatable "
              "(e.g. --set fast-batch-size=5 --set env-kwargs.max_episode_steps=20)")
     args = parser.parse_args(argv)
-    if args.num_workers < 0:
+    if args.num_workers is not None and args.num_workers < 0:
         parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
     if args.output_folder is None:
         name = Path(args.config).stem if args.config is not None else DEFAULT_CONFIG.stem

@@ -18,6 +18,7 @@ import maml_rl.envs  # noqa: F401
 from maml_rl.envs import make_env
 from maml_rl.envs.mujoco.ant import AntVelEnv
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.samplers.vector_env import usable_cpus
 
 from naive_sampler import ElementwisePolicy, reference_rollout
 from test_sampler_differential import assert_equal_to, run_sequence
@@ -146,8 +147,16 @@ def test_the_fast_path_is_taken_where_it_can_be(caplog):
             assert sampler.mujoco_batch
             sampler.rollout(sampler.sample_tasks(1))
             assert type(sampler._pool._child).__name__ == "BatchedChildEnv"
-        with MultiTaskSampler("2DNavigation-v0", {}, 2, ElementwisePolicy(2, False), None, num_workers=0) as sampler:
-            assert not sampler.mujoco_batch
+        # By default the fast path runs in this process on one Batch thread per
+        # usable CPU (the benchmark's choice); other envs get worker processes.
+        with MultiTaskSampler("AntDir-v5", {}, 2, policy_for("AntDir-v5"), None) as sampler:
+            assert sampler.num_workers == 0 and sampler._batch_threads == usable_cpus()
+        with MultiTaskSampler("AntDir-v5", {}, 2, policy_for("AntDir-v5"), None, mujoco_batch=False) as sampler:
+            assert sampler.num_workers == usable_cpus() and sampler._batch_threads is None
+        with MultiTaskSampler("AntDir-v5", {}, 2, policy_for("AntDir-v5"), None, num_workers=2) as sampler:
+            assert sampler.num_workers == 2 and sampler._batch_threads == 1
+        with MultiTaskSampler("2DNavigation-v0", {}, 2, ElementwisePolicy(2, False), None) as sampler:
+            assert not sampler.mujoco_batch and sampler.num_workers == usable_cpus()
     assert caplog.records == []  # nothing to say about a non-MuJoCo env
 
 
@@ -183,6 +192,7 @@ def test_without_mujoco_batch_the_per_env_path_is_used_with_one_log_line(tmp_pat
         logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(message)s")
         import torch
         from maml_rl.samplers import MultiTaskSampler
+from maml_rl.samplers.vector_env import usable_cpus
         from maml_rl.policies import NormalMLPPolicy
 
         if __name__ == "__main__":

@@ -139,7 +139,8 @@ class BatchedChildEnv(ChildEnv):
         self.ctrl[rows] = controls
         before = vector.vector_before({name: field[rows] for name, field in fields.items()})
         try:
-            self.batch.step(ids, nstep=self.frame_skip)
+            # None (all) skips Batch's validation of the ids, ~30 us a call.
+            self.batch.step(None if n == self.batch.nsim else ids, nstep=self.frame_skip)
         except mujoco_batch.SimulationError as error:
             self.current_slot = first + int(np.asarray(error.ids).flat[0])
             raise

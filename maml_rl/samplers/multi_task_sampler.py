@@ -69,7 +69,9 @@ class MultiTaskSampler:
     :param seed: seed of everything random in sampling; ``None`` draws one
         (readable as ``sampler.seed``).
     :param num_workers: ChildEnv processes; ``0`` steps the envs in this
-        process. Default: the number of CPUs this process may use.
+        process. Default: the number of CPUs this process may use, except on
+        the MuJoCo fast path, where the default is ``0`` with one
+        ``mujoco.batch`` thread per CPU (faster than as many processes).
     :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; default
         forkserver where available, else spawn.
     :param partial: if true, step each worker again as soon as it is ready
@@ -149,6 +151,10 @@ class MultiTaskSampler:
         self.horizon, self._horizon_is_cap = _resolve_horizon(self.env, max_episode_steps)
         self._buffer_spec = _buffer_spec(self.observation_space, self.action_space, self.horizon)
         self.mujoco_batch = _resolve_mujoco_batch(self.env, self._env_name, mujoco_batch)
+        if num_workers is None and self.mujoco_batch:
+            # Measured (benchmarks/sampler_throughput.py): Batch's threads in this
+            # process beat as many worker processes, at 40 and at 800 slots.
+            self.num_workers = 0
         self._batch_threads = _resolve_batch_threads(self.mujoco_batch, self.num_workers, batch_threads)
 
         self._pool: Union[None, ChildEnvPool, InProcessPool] = None

@@ -21,7 +21,7 @@ from maml_rl.samplers import MultiTaskSampler
 from maml_rl.samplers.vector_env import usable_cpus
 
 from naive_sampler import ElementwisePolicy, reference_rollout
-from test_sampler_differential import assert_equal_to, run_sequence
+from test_sampler_differential import assert_equal_to, buffer_ranges, overlaps, storages
 
 FAST_ENVS = ["HalfCheetahVel-v5", "HalfCheetahDir-v5", "AntVel-v5", "AntDir-v5", "AntPos-v5"]
 SEED = 5
@@ -67,12 +67,33 @@ def test_fast_path_equals_the_naive_reference(env_id, num_workers, partial):
         assert set(lengths) == {HORIZON}
 
 
+@pytest.mark.parametrize("env_id", FAST_ENVS)
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
-def test_fast_path_under_each_start_method(start_method):
-    policy = policy_for("AntPos-v5")
-    with fast_sampler("AntPos-v5", policy, 2, num_workers=3, partial=True, start_method=start_method) as sampler:
+def test_fast_path_under_each_start_method(env_id, start_method):
+    policy = policy_for(env_id)
+    with fast_sampler(env_id, policy, 2, num_workers=3, partial=True, start_method=start_method) as sampler:
         tasks = sampler.sample_tasks(2)
-        check_against_reference(sampler, make_env("AntPos-v5", max_episode_steps=HORIZON), policy, tasks, 2)
+        check_against_reference(sampler, make_env(env_id, max_episode_steps=HORIZON), policy, tasks, 1)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_fast_path_results_share_nothing_and_stay_put(num_workers):
+    """The trust issue's aliasing checks, on the fast path: a result equals its
+    reference after later rollouts of other shapes, and shares no memory with
+    the buffers or with another result."""
+    policy = policy_for("AntVel-v5")
+    env_fn = make_env("AntVel-v5", max_episode_steps=HORIZON)
+    with fast_sampler("AntVel-v5", policy, 1, num_workers=num_workers) as sampler:
+        shapes = [sampler.sample_tasks(1), sampler.sample_tasks(3), sampler.sample_tasks(1)]
+        results = [sampler.rollout(tasks) for tasks in shapes]
+        references = [reference_rollout(env_fn, policy, tasks, 1, SEED, call, HORIZON)
+                      for call, tasks in enumerate(shapes)]
+        for call, (batches, reference) in enumerate(zip(results, references)):
+            assert_equal_to(batches, reference, f"rollout {call}, after the later ones")
+            for storage in storages(batches):
+                assert not any(overlaps(storage, shared) for shared in buffer_ranges(sampler))
+        first, last = storages(results[0]), storages(results[2])
+        assert not any(overlaps(a, b) for a in first for b in last)
 
 
 class FallingAnt(AntVelEnv):
@@ -192,7 +213,6 @@ def test_without_mujoco_batch_the_per_env_path_is_used_with_one_log_line(tmp_pat
         logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(message)s")
         import torch
         from maml_rl.samplers import MultiTaskSampler
-from maml_rl.samplers.vector_env import usable_cpus
         from maml_rl.policies import NormalMLPPolicy
 
         if __name__ == "__main__":

@@ -40,10 +40,9 @@ TASKS = [{"offset": 0.1, "length": 3}] * SLOTS
 SEEDS = list(range(SLOTS))
 
 
-def run_to_end(pool):
-    """A legal rollout: every worker steps until its slots have ended."""
+def run_to_end(pool, t=0):
+    """A legal rollout from step ``t``: every worker steps until its slots have ended."""
     workers = [w for w, r in enumerate(pool.ranges) if len(r)]
-    t = 0
     while workers:
         pool.step(workers, t)
         pool.wait(workers)
@@ -123,12 +122,7 @@ def test_out_of_order_during_the_rollout(pool):
     with pytest.raises(PoolStateError, match="not asked to step"):
         pool.wait(workers)
     # The rollout goes on where it was.
-    t = 1
-    while workers:
-        pool.step(workers, t)
-        pool.wait(workers)
-        workers = [w for w in workers if pool.views.active[w]]
-        t += 1
+    assert run_to_end(pool, 1) == 3
     assert pool.views.lengths[:SLOTS].tolist() == [3] * SLOTS
 
 

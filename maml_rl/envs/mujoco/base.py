@@ -127,16 +127,7 @@ class MetaMujocoEnv(MetaEnv, MujocoEnv):
             raise ValueError(
                 f"Expected an action of shape {self._action_shape}, got {ctrl.shape}."
             )
-        s = self.normalization_scale
-        np.maximum(ctrl, -s, out=ctrl)
-        np.minimum(ctrl, s, out=ctrl)
-        # MuJoCo clamps ``ctrl`` of control-limited actuators itself, so rounding
-        # a last bit outside the range is harmless.
-        if self._ctrl_gain is not None:
-            ctrl *= self._ctrl_gain
-        if self._ctrl_center is not None:
-            ctrl += self._ctrl_center
-        return ctrl
+        return self._map_to_control(ctrl)
 
     def vector_controls(self, actions: np.ndarray) -> np.ndarray:
         """:meth:`action_to_control` of every row of ``actions`` (n, nu), bit for bit."""
@@ -145,9 +136,15 @@ class MetaMujocoEnv(MetaEnv, MujocoEnv):
             raise ValueError(
                 f"Expected actions of shape (n, {self._action_shape[0]}), got {ctrl.shape}."
             )
+        return self._map_to_control(ctrl)
+
+    def _map_to_control(self, ctrl: np.ndarray) -> np.ndarray:
+        """Clip and map ``ctrl`` (float64, one action or rows of them) in place."""
         s = self.normalization_scale
         np.maximum(ctrl, -s, out=ctrl)
         np.minimum(ctrl, s, out=ctrl)
+        # MuJoCo clamps ``ctrl`` of control-limited actuators itself, so rounding
+        # a last bit outside the range is harmless.
         if self._ctrl_gain is not None:
             ctrl *= self._ctrl_gain
         if self._ctrl_center is not None:

@@ -8,6 +8,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -17,7 +18,7 @@ import torch
 import maml_rl.envs  # noqa: F401
 from maml_rl.envs import make_env
 from maml_rl.envs.mujoco.ant import AntVelEnv
-from maml_rl.samplers import MultiTaskSampler
+from maml_rl.samplers import EnvOutputError, MultiTaskSampler
 from maml_rl.samplers.vector_env import usable_cpus
 
 from naive_sampler import ElementwisePolicy, reference_rollout
@@ -234,3 +235,20 @@ def test_without_mujoco_batch_the_per_env_path_is_used_with_one_log_line(tmp_pat
     assert "no mujoco.batch" in logs[0] and "one env at a time" in logs[0]
     assert "fast path: False" in result.stdout
     assert "refused: mujoco_batch=True, but the MuJoCo fast path cannot step AntVel-v5" in result.stdout
+
+
+def test_a_nan_action_is_refused_alike_on_both_paths():
+    """A policy emitting NaN: MuJoCo resets the unstable simulation in both
+    paths, and the NaN control cost is caught before any baseline sees it."""
+    policy = policy_for("HalfCheetahVel-v5")
+    with torch.no_grad():
+        policy.b[2] = float("nan")
+    messages = []
+    for fast in (False, True):
+        with MultiTaskSampler("HalfCheetahVel-v5", {}, 2, policy, None, seed=SEED, num_workers=0,
+                              max_episode_steps=10, mujoco_batch=fast) as sampler:
+            with warnings.catch_warnings(), pytest.raises(EnvOutputError, match="non-finite reward nan") as error:
+                warnings.simplefilter("ignore")  # MuJoCo's and gymnasium's about the NaN
+                sampler.rollout(sampler.sample_tasks(1))
+            messages.append(str(error.value))
+    assert messages[0] == messages[1]

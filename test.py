@@ -30,7 +30,7 @@ from gymnasium import spaces
 from tqdm import trange
 
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.command_line import run_script
+from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
 from maml_rl.config import ConfigError, build_env, load_config
 from maml_rl.policies import get_nonlinearity, get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
@@ -72,10 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     misc = parser.add_argument_group("miscellaneous")
     misc.add_argument("--seed", type=int, default=None,
         help="seed of the evaluation (default: the training seed + 1, so the tasks differ from training)")
-    misc.add_argument("--num-workers", type=int, default=None,
-        help="environment worker processes; 0 steps the environments in this process (default: for the MuJoCo "
-             "envs on the fast path, this process with one mujoco.batch thread per CPU; otherwise one process "
-             f"per CPU this process may use, {usable_cpus()})")
+    add_sampler_arguments(misc, usable_cpus())
     misc.add_argument("--device", type=str, default="cpu", help="device of the policy: cpu or cuda (default: cpu)")
     misc.add_argument("--plot", type=str, default=None, metavar="PNG",
         help="also plot the mean return against the number of adaptation steps (needs matplotlib)")
@@ -84,8 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if args.num_workers is not None and args.num_workers < 0:
-        parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
+    args.sampler_options = sampler_options(parser, args)
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     folder = Path(args.config).parent
@@ -208,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
 
     tasks, per_step = [], []  # per_step[batch]: [K+1, M, B] returns
     with MultiTaskSampler(config["env-name"], config["env-kwargs"], batch_size, policy, baseline,
-                          seed=seed, num_workers=args.num_workers) as sampler:
+                          seed=seed, **args.sampler_options) as sampler:
         for _ in trange(args.num_batches, desc="evaluation", unit="batch", dynamic_ncols=True):
             batch_tasks = sampler.sample_tasks(meta_batch_size)
             # train_episodes[k]: after k adaptation steps; valid_episodes: after num_steps.

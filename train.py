@@ -34,7 +34,7 @@ from gymnasium import spaces
 from tqdm import tqdm
 
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.command_line import run_script
+from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
 from maml_rl.config import build_env, parse_override
 from maml_rl.metalearners import make_metalearner
 from maml_rl.policies import get_policy_for_env
@@ -73,10 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="folder of the run (default: runs/<name of the config file>)")
     parser.add_argument("--seed", type=int, default=None,
         help="seed of the run (default: the config's seed, else a random one, recorded in config.json)")
-    parser.add_argument("--num-workers", type=int, default=None,
-        help="environment worker processes; 0 steps the environments in this process (default: for the MuJoCo "
-             "envs on the fast path, this process with one mujoco.batch thread per CPU; otherwise one process "
-             f"per CPU this process may use, {usable_cpus()})")
+    add_sampler_arguments(parser, usable_cpus())
     parser.add_argument("--device", type=str, default="cpu",
         help="device of the policy and the meta-learner: cpu or cuda (default: cpu)")
     parser.add_argument("--resume", action="store_true",
@@ -90,8 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="set any configuration key, value read as YAML; repeatable "
              "(e.g. --set fast-batch-size=5 --set env-kwargs.max_episode_steps=20)")
     args = parser.parse_args(argv)
-    if args.num_workers is not None and args.num_workers < 0:
-        parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
+    args.sampler_options = sampler_options(parser, args)
     if args.output_folder is None:
         name = Path(args.config).stem if args.config is not None else DEFAULT_CONFIG.stem
         args.output_folder = os.path.join("runs", name)
@@ -126,7 +122,7 @@ def main(argv: list[str] | None = None) -> Path:
     env.close()
     metalearner = make_metalearner(config, policy, device)
     sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
-                               seed=config["seed"], num_workers=args.num_workers)
+                               seed=config["seed"], **args.sampler_options)
 
     with sampler:
         start, counters = 0, {"total_env_steps": 0}

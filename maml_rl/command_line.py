@@ -68,3 +68,40 @@ def run_script(main: Callable[[], Any], on_stop: str = "") -> None:
     except SignalExit as stop:
         _stopping(f"stopped by {stop.signal_name}{on_stop}")
         sys.exit(stop.code)
+
+
+def add_sampler_arguments(group, cpus: int) -> None:
+    """The options of where sampling runs, shared by train.py and test.py."""
+    group.add_argument("--num-workers", type=int, default=None,
+        help="environment worker processes (per Ray actor with --backend ray); 0 steps the environments in "
+             "the sampling process itself (default: for the MuJoCo envs on the fast path, that process with "
+             "one mujoco.batch thread per CPU; otherwise one process per CPU, here "
+             f"{cpus})")
+    group.add_argument("--backend", choices=("local", "ray"), default="local",
+        help="local: this machine; ray: sampling actors across a Ray cluster, one per node "
+             "(pip install -e \".[ray]\"; see the README's \"Several machines\"). The episodes are the same "
+             "bit for bit, so a run may resume on either (default: local)")
+    group.add_argument("--ray-address", type=str, default=None, metavar="auto|HOST:PORT",
+        help="the Ray cluster to join (default: the one RAY_ADDRESS names, else a new one on this machine)")
+    group.add_argument("--ray-actors", type=int, default=None,
+        help="number of Ray sampling actors (default: one per node, or per --ray-cpus-per-actor CPUs)")
+    group.add_argument("--ray-cpus-per-actor", type=int, default=None,
+        help="CPUs of each Ray sampling actor (default: all of its node's)")
+
+
+def sampler_options(parser, args) -> dict:
+    """The MultiTaskSampler keyword arguments of :func:`add_sampler_arguments`'s options, checked."""
+    if args.num_workers is not None and args.num_workers < 0:
+        parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
+    for name in ("ray_actors", "ray_cpus_per_actor"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    ray_options = {"ray_address": args.ray_address, "ray_actors": args.ray_actors,
+                   "ray_cpus_per_actor": args.ray_cpus_per_actor}
+    if args.backend != "ray":
+        given = [f"--{name.replace('_', '-')}" for name, value in ray_options.items() if value is not None]
+        if given:
+            parser.error(f"{', '.join(given)} need(s) --backend ray")
+        return {"num_workers": args.num_workers}
+    return {"num_workers": args.num_workers, "backend": "ray", **ray_options}

@@ -4,12 +4,13 @@
 demand: a task ``{"value": v, "length": n}`` gives observations
 ``[v, t, torch_loaded]`` and terminates after ``n`` steps; ``"fail"`` makes
 ``reset_task`` or ``step`` raise, ``"kill_at"`` makes the process SIGKILL
-itself at that step.
+itself at that step, ``"sleep"`` makes every step take that many seconds.
 """
 
 import os
 import signal
 import sys
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -44,6 +45,8 @@ class ProbeEnv(gym.Env):
             raise RuntimeError("ProbeEnv was told to fail in step")
         if self.task.get("kill_at") == self.t:
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.task.get("sleep"):
+            time.sleep(self.task["sleep"])
         self.t += 1
         reward = float(action[0]) + self.task["value"] + self.np_random.normal()
         return self._observation(), reward, self.t >= self.task["length"], False, {}

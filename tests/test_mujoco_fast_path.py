@@ -137,7 +137,7 @@ def test_fast_path_keeps_the_envs_time_limit_and_end_reasons():
             batches = sampler.rollout(tasks)
             reference = reference_rollout(make_env("AntDir-v5", max_episode_steps=18), policy, tasks, 4, SEED, 0, 30)
             assert_equal_to(batches, reference, f"fast={fast}")
-            reasons[fast] = sampler._pool.views.end_reason[:8].copy()
+            reasons[fast] = sampler._backend.pool.views.end_reason[:8].copy()
             lengths = [int(n) for batch in batches for n in batch.lengths]
             assert max(lengths) == 18 and min(lengths) < 18, lengths
     np.testing.assert_array_equal(reasons[False], reasons[True])
@@ -168,7 +168,7 @@ def test_the_fast_path_is_taken_where_it_can_be(caplog):
         with MultiTaskSampler("HalfCheetahDir-v5", {}, 2, policy, None, num_workers=0) as sampler:
             assert sampler.mujoco_batch
             sampler.rollout(sampler.sample_tasks(1))
-            assert type(sampler._pool._child).__name__ == "BatchedChildEnv"
+            assert type(sampler._backend.pool._child).__name__ == "BatchedChildEnv"
         # By default the fast path runs in this process on one Batch thread per
         # usable CPU (the benchmark's choice); other envs get worker processes.
         with MultiTaskSampler("AntDir-v5", {}, 2, policy_for("AntDir-v5"), None) as sampler:

@@ -54,7 +54,7 @@ def assert_equal_to(batches, reference, label):
 
 def buffer_ranges(sampler):
     """Address ranges of the shared trajectory buffers."""
-    views = sampler._pool.views
+    views = sampler._backend.pool.views
     return [(a.__array_interface__["data"][0], a.__array_interface__["data"][0] + a.nbytes)
             for a in (views.observations, views.actions, views.rewards, views.lengths)]
 

@@ -199,7 +199,7 @@ if __name__ == "__main__":
     with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
                           num_workers=2, start_method={start_method!r}) as sampler:
         batches = sampler.rollout([{{"value": 0.0, "length": 3}}] * 2)
-        pids = [p.pid for p in sampler._pool._workers.processes]
+        pids = [p.pid for p in sampler._backend.pool._workers.processes]
         print(*[int(flag) for batch in batches for flag in batch.observations[0, :, 2]])
         print("worker VmRSS MB:", *[rss_mb(pid) for pid in pids], file=sys.stderr)
 """
@@ -369,7 +369,7 @@ if __name__ == "__main__":
     sampler = MultiTaskSampler(None, None, 1, NormalMLPPolicy(3, 1), None, env_fn=lambda: gym.wrappers.TimeLimit(SlowEnv(), 4),
                                num_workers=1, start_method={start_method!r})
     sampler.rollout([{{"value": 0.0, "length": 2}}])
-    print(*[p.pid for p in sampler._pool._workers.processes], flush=True)
+    print(*[p.pid for p in sampler._backend.pool._workers.processes], flush=True)
     sampler.rollout([{{"value": 0.0, "length": 2, "sleep": 60.0}}])  # a step the worker will not finish
 """
 

@@ -103,8 +103,8 @@ class BatchedChildEnv(ChildEnv):
         # The simulations (= slots - first_slot) still running, sorted int32.
         self.ids = np.zeros(0, dtype=np.int32)
 
-    def reset_task(self, first_slot: int, tasks: Sequence[Any]) -> None:
-        super().reset_task(first_slot, tasks)
+    def reset_task(self, first_slot: int, tasks: Sequence[Any], slot_offset: int = 0) -> None:
+        super().reset_task(first_slot, tasks, slot_offset)
         self.task_rows = self.vector.vector_tasks([env.unwrapped.get_task() for env in self.envs[: len(tasks)]])
 
     def reset(self, seeds: Sequence[int]) -> None:

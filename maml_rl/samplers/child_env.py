@@ -66,13 +66,17 @@ class ChildEnv:
         # Where the worker is, so an error can name the slot and task.
         self.current_slot: Optional[int] = None
         self.current_operation = "start-up"
+        # Added to slot numbers in messages (a Ray actor's slots are part of a larger call).
+        self.slot_offset = 0
 
-    def reset_task(self, first_slot: int, tasks: Sequence[Any]) -> None:
+    def reset_task(self, first_slot: int, tasks: Sequence[Any], slot_offset: int = 0) -> None:
         """Give this worker slots ``first_slot .. first_slot + len(tasks)``
-        and set each slot's env to its task."""
+        and set each slot's env to its task; messages name slot ``s`` as
+        ``s + slot_offset``."""
         if len(tasks) > len(self.envs):
             raise ValueError(f"{len(tasks)} slots assigned to a worker with {len(self.envs)} envs")
         self.first_slot = first_slot
+        self.slot_offset = slot_offset
         self.tasks = list(tasks)
         self.current_operation = "reset_task"
         for i, task in enumerate(self.tasks):
@@ -135,7 +139,7 @@ class ChildEnv:
         if self.current_slot is not None:
             i = self.current_slot - self.first_slot
             task = self.tasks[i] if 0 <= i < len(self.tasks) else None
-            where += f" in env slot {self.current_slot} (task {task!r})"
+            where += f" in env slot {self.current_slot + self.slot_offset} (task {task!r})"
         return where
 
     def close(self) -> None:

@@ -36,6 +36,9 @@ class EnvPool(ABC):
     """
 
     views: Any
+    # Slot s is named slot_offset + s in error messages (a Ray actor's pool
+    # holds part of a larger call).
+    slot_offset: int = 0
     ranges: List[range]
     capacity: int
     num_workers: int

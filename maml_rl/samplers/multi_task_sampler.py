@@ -13,7 +13,6 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 import torch
-from torch.distributions import Distribution
 
 from maml_rl.adaptation import InnerLoop, inner_step, unstack_task_params
 from maml_rl.envs.vectorised import VectorisedMujocoEnv
@@ -21,18 +20,18 @@ from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.policies.policy import expand_params
 
-from .action_noise import actions_from_noise, draw_noise
+from .backend import RolloutBackend, RolloutSpec
 from .child_env import HORIZON
 from .errors import EnvOutputError, SamplerClosedError
-from .memory import check_memory
-from .shared_memory import TrajectoryBuffers
-from .vector_env import ChildEnvPool, InProcessPool, usable_cpus
+from .local_backend import LocalBackend
+from .vector_env import usable_cpus
 
 logger = logging.getLogger(__name__)
 
 Params = Dict[str, torch.Tensor]
 ParamsArg = Union[None, Params, Sequence[Params]]
 START_METHODS = ("fork", "forkserver", "spawn")
+BACKENDS = ("local", "ray")
 # Horizon of an env with no time limit of its own: the buffers need one.
 NO_TIME_LIMIT_CAP = 1000
 
@@ -126,6 +125,10 @@ class MultiTaskSampler:
         max_episode_steps: Optional[int] = None,
         mujoco_batch: Optional[bool] = None,
         batch_threads: Optional[int] = None,
+        backend: str = "local",
+        ray_address: Optional[str] = None,
+        ray_actors: Optional[int] = None,
+        ray_cpus_per_actor: Optional[int] = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -135,6 +138,11 @@ class MultiTaskSampler:
         self.policy = policy
         self.baseline = baseline
         self.partial = bool(partial)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend != "ray" and (ray_address, ray_actors, ray_cpus_per_actor) != (None, None, None):
+            raise ValueError("ray_address, ray_actors and ray_cpus_per_actor apply to backend='ray' only")
+        self.backend = backend
         self.num_workers = _check_num_workers(num_workers)
         self.start_method = _check_start_method(start_method)
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
@@ -151,13 +159,31 @@ class MultiTaskSampler:
         self.horizon, self._horizon_is_cap = _resolve_horizon(self.env, max_episode_steps)
         self._buffer_spec = _buffer_spec(self.observation_space, self.action_space, self.horizon)
         self.mujoco_batch = _resolve_mujoco_batch(self.env, self._env_name, mujoco_batch)
-        if num_workers is None and self.mujoco_batch:
+        if num_workers is None and self.mujoco_batch and backend == "local":
             # Measured (benchmarks/sampler_throughput.py): Batch's threads in this
             # process beat as many worker processes, at 40 and at 800 slots.
             self.num_workers = 0
         self._batch_threads = _resolve_batch_threads(self.mujoco_batch, self.num_workers, batch_threads)
 
-        self._pool: Union[None, ChildEnvPool, InProcessPool] = None
+        self._backend: RolloutBackend
+        if backend == "local":
+            spec = RolloutSpec(
+                env_fn_bytes=self._env_fn_bytes, env_name=self._env_name, buffer_spec=self._buffer_spec,
+                batch_size=batch_size, partial=self.partial, start_method=self.start_method,
+                num_workers=self.num_workers, batch_threads=self._batch_threads, mujoco_batch=self.mujoco_batch,
+            )
+            self._backend = LocalBackend(spec, self.env_fn, policy, self.action_space)
+        else:
+            # Each actor lays out its own CPUs: the local defaults are this machine's.
+            spec = RolloutSpec(
+                env_fn_bytes=self._env_fn_bytes, env_name=self._env_name, buffer_spec=self._buffer_spec,
+                batch_size=batch_size, partial=self.partial, start_method=self.start_method,
+                num_workers=num_workers, batch_threads=batch_threads, mujoco_batch=self.mujoco_batch,
+            )
+            from .ray_backend import RayBackend
+
+            self._backend = RayBackend(spec, policy, self.action_space, address=ray_address, num_actors=ray_actors,
+                                       cpus_per_actor=ray_cpus_per_actor)
         self._num_rollouts = 0
         self.closed = False
         # Not thread-safe by design (one shared set of buffers and workers):
@@ -251,29 +277,15 @@ class MultiTaskSampler:
         if not tasks:
             raise ValueError("rollout() needs at least one task")
         per_task = _per_task_params(params, len(tasks))
-        num_slots = len(tasks) * self.batch_size
         call = self._num_rollouts
         self._num_rollouts += 1
-        seeds = np.random.SeedSequence([self.seed, call]).generate_state(num_slots)
-        generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, call, 1]).generate_state(1)[0]))
-        discrete = isinstance(self.action_space, gym.spaces.Discrete)
         try:
-            with _rollout_torch_settings():
-                # The pool first: it checks that the request fits in memory, noise included.
-                pool = self._pool_for(num_slots)
-                noise = draw_noise(self.horizon, num_slots, self._buffer_spec["action_shape"], discrete, generator)
-                act = _ActionFunction(self.policy, per_task, self.batch_size, device, noise, self.seed, call)
-                pool.reset_task([tasks[j // self.batch_size] for j in range(num_slots)])
-                pool.reset(seeds)
-                if self.partial:
-                    _run_partial(pool, act, num_slots)
-                else:
-                    _run_lockstep(pool, act, num_slots)
-                self._check_outputs(pool.views, tasks)
-                episodes = self._assemble(pool.views, tasks, gamma, device)
+            trajectories = self._backend.run(tasks, per_task, self.seed, call, device)
+            self._check_outputs(trajectories, tasks)
+            episodes = self._assemble(trajectories, tasks, gamma, device)
         except BaseException:
-            # A pool interrupted mid-step cannot be trusted; the next call starts a new one.
-            self._close_pool()
+            # Workers interrupted mid-step cannot be trusted; the next call starts new ones.
+            self._backend.close()
             raise
         for batch, behaviour in zip(episodes, _behaviour_params(self.policy, per_task)):
             batch.behaviour_params = behaviour
@@ -283,6 +295,14 @@ class MultiTaskSampler:
                 self.baseline.fit(batch)
                 batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True, averaging=averaging)
         return episodes
+
+    @property
+    def backend_stats(self) -> dict:
+        """What the last rollout moved, on ``backend="ray"``: the number of actors,
+        ``puts`` and ``put_bytes`` (the parameters, put into the object store once),
+        ``result_bytes`` (the trajectory arrays the actors returned), ``reruns``
+        (task groups re-run after losing an actor). Empty for the local backend."""
+        return dict(getattr(self._backend, "last_rollout", {}))
 
     def state_dict(self) -> dict:
         """What a resumed run needs to continue exactly: the seed, the number
@@ -304,7 +324,7 @@ class MultiTaskSampler:
         """End the worker processes and release the shared memory; idempotent."""
         if not self.closed:
             self.closed = True
-            self._close_pool()
+            self._backend.close()
             self.env.close()
 
     def __enter__(self) -> "MultiTaskSampler":
@@ -347,30 +367,6 @@ class MultiTaskSampler:
             new = inner_step(self.policy, batch, leaves, inner_loop.fast_lr, first_order=True)
         return OrderedDict((name, p.detach()) for name, p in new.items())
 
-    def _pool_for(self, num_slots: int):
-        if self._pool is not None and self._pool.capacity < num_slots:
-            self._close_pool()
-        if self._pool is None:
-            processes = 0 if self.num_workers == 0 else min(self.num_workers, num_slots)
-            trajectories = TrajectoryBuffers.nbytes(num_slots, **self._buffer_spec)
-            noise = 4 * self.horizon * num_slots * int(np.prod(self._buffer_spec["action_shape"]))
-            check_memory(
-                env_fn=self.env_fn, env_fn_bytes=self._env_fn_bytes,
-                ctx=mp.get_context(self.start_method), num_slots=num_slots, num_processes=processes,
-                # The shared buffers, the action noise and the episodes' own copy of the trajectories.
-                buffer_bytes=2 * trajectories + noise,
-                what=f"sampling {num_slots // self.batch_size} tasks x {self.batch_size} episodes "
-                     f"of {self._env_name} at horizon {self.horizon}",
-            )
-            if self.num_workers == 0:
-                self._pool = InProcessPool(self.env_fn, num_slots, self._buffer_spec, self._batch_threads)
-            else:
-                workers = min(self.num_workers, num_slots)
-                self._pool = ChildEnvPool(self._env_fn_bytes, workers, num_slots, self._buffer_spec, self.start_method,
-                                          self._batch_threads)
-        self._pool.assign(num_slots)
-        return self._pool
-
     def _check_outputs(self, views, tasks: List[Any]) -> None:
         """Refuse what the env returned that would silently poison the losses: non-finite
         observations or rewards, and, for an env without a time limit, episodes it never ended."""
@@ -405,11 +401,6 @@ class MultiTaskSampler:
                     "cap: pass max_episode_steps= to the sampler (or wrap the env in gymnasium's TimeLimit)."
                 )
 
-    def _close_pool(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            pool.close()
-
     def _assemble(self, views, tasks, gamma, device) -> List[BatchEpisodes]:
         """One masked copy of the used part of the buffers, laid out task-major
         so that each task's ``[T, B, ...]`` tensors are contiguous."""
@@ -434,116 +425,6 @@ class MultiTaskSampler:
             BatchEpisodes(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device)
             for k, task in enumerate(tasks)
         ]
-
-
-@contextlib.contextmanager
-def _rollout_torch_settings():
-    """Torch settings for the per-step policy calls, restored afterwards.
-
-    The workers keep the other cores busy, so torch's intra-op threads would
-    wait on each other far longer than the small per-step matmuls take (a
-    4x5x64 bmm: 7.8 ms with 2 threads under load, 9 us with one). And the
-    distributions are only read for their parameters, so validating their
-    arguments at every step (half the cost of a policy call at 40 slots)
-    buys nothing.
-    """
-    threads, validate = torch.get_num_threads(), Distribution._validate_args
-    torch.set_num_threads(1)
-    Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        Distribution.set_default_validate_args(validate)
-
-
-class _ActionFunction:
-    """The policy, evaluated on every slot under each task's parameters."""
-
-    def __init__(self, policy, per_task: List[Optional[Params]], batch_size: int, device, noise: torch.Tensor, seed: int, call: int):
-        self.policy = policy
-        self.device = torch.device(device)
-        self.noise = noise
-        self.fallback_seed = np.random.SeedSequence([seed, call, 2]).generate_state(1)[0]
-        self.num_tasks, self.batch_size = len(per_task), batch_size
-        # One of three ways to run the policy: the same parameters for every
-        # slot, stacked per-task parameters in one batched call, or a loop
-        # over tasks for policies that cannot batch them.
-        self.shared: Optional[Params] = per_task[0]
-        self.batched: Optional[Params] = None
-        self.per_task: Optional[List[Params]] = None
-        if any(p is not per_task[0] for p in per_task):
-            own = OrderedDict(policy.named_parameters())
-            filled = [own if p is None else p for p in per_task]
-            if getattr(policy, "supports_batched_params", False):
-                self.batched = OrderedDict((name, torch.stack([p[name] for p in filled])) for name in filled[0])
-            else:
-                self.per_task = filled
-
-    @torch.no_grad()
-    def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int) -> np.ndarray:
-        """Actions ``[S, *act]`` for ``observations`` ``[S, *obs]`` and ``noise`` ``[S, ...]``."""
-        obs = torch.from_numpy(observations).to(self.device, torch.float32)
-        seed = int(self.fallback_seed) + t
-        if self.batched is not None:
-            obs = obs.view(self.num_tasks, self.batch_size, *obs.shape[1:])
-            return actions_from_noise(self.policy(obs, params=self.batched), noise, seed).numpy()
-        if self.per_task is not None:
-            B = self.batch_size
-            parts = [
-                actions_from_noise(self.policy(obs[k * B:(k + 1) * B], params=p), noise[k * B:(k + 1) * B], seed + k)
-                for k, p in enumerate(self.per_task)
-            ]
-            return torch.cat(parts).numpy()
-        distribution = self.policy(obs) if self.shared is None else self.policy(obs, params=self.shared)
-        return actions_from_noise(distribution, noise, seed).numpy()
-
-
-def _run_lockstep(pool, act: _ActionFunction, num_slots: int) -> None:
-    """Every step: the policy on all slots, then all workers step, then wait for all."""
-    views = pool.views
-    workers = [w for w, r in enumerate(pool.ranges) if len(r)]
-    for t in range(views.actions.shape[0]):
-        views.actions[t, :num_slots] = act(views.observations[t, :num_slots], act.noise[t], t)
-        pool.step(workers, t)
-        pool.wait(workers)
-        workers = [w for w in workers if views.active[w]]
-        if not workers:
-            return
-
-
-def _run_partial(pool, act: _ActionFunction, num_slots: int) -> None:
-    """Step each worker again as soon as it is ready, whatever the others do.
-
-    Workers run at different time steps, so the policy sees a gathered copy
-    of each worker's current observations (and noise). It is still evaluated
-    on all slots at once: every action then comes out of exactly the same
-    arithmetic as in the lockstep mode, bit for bit.
-    """
-    views = pool.views
-    observations = np.zeros_like(views.observations[0, :num_slots])
-    noise = act.noise[0].clone()
-    time = [0] * len(pool.ranges)
-    ready = [w for w, r in enumerate(pool.ranges) if len(r)]
-    in_flight = 0
-    while ready or in_flight:
-        if ready:
-            for w in ready:
-                r = pool.ranges[w]
-                observations[r.start:r.stop] = views.observations[time[w], r.start:r.stop]
-                noise[r.start:r.stop] = act.noise[time[w], r.start:r.stop]
-            actions = act(observations, noise, max(time))
-            for w in ready:
-                r = pool.ranges[w]
-                views.actions[time[w], r.start:r.stop] = actions[r.start:r.stop]
-                pool.step([w], time[w])
-            in_flight += len(ready)
-            ready = []
-        for w in pool.wait_any():
-            in_flight -= 1
-            time[w] += 1
-            if views.active[w]:
-                ready.append(w)
 
 
 def _check_num_workers(num_workers: Optional[int]) -> int:

@@ -70,7 +70,7 @@ class InProcessPool(EnvPool):
         self.ranges = assign_slots(num_slots, 1)
 
     def _reset_task(self, tasks: Sequence[Any]) -> None:
-        self._run(lambda: self._child.reset_task(0, tasks))
+        self._run(lambda: self._child.reset_task(0, tasks, self.slot_offset))
 
     def _reset(self, seeds: Sequence[int]) -> None:
         self._run(lambda: self._child.reset(seeds))
@@ -221,7 +221,7 @@ class ChildEnvPool(EnvPool):
         self.ranges = assign_slots(num_slots, self.num_workers)
 
     def _reset_task(self, tasks: Sequence[Any]) -> None:
-        self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop])) for r in self.ranges])
+        self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop]), self.slot_offset) for r in self.ranges])
 
     def _reset(self, seeds: Sequence[int]) -> None:
         self._broadcast(RESET, [list(seeds[r.start:r.stop]) for r in self.ranges])

@@ -1,0 +1,382 @@
+"""The Ray backend on a real multi-node cluster on this machine.
+
+``ray.cluster_utils.Cluster`` starts a head (no CPUs: the driver's) and three
+one-CPU nodes, each its own raylet and object store. The episodes must equal
+the local sampler's bit for bit, whatever the number of actors, after a node
+is lost mid-rollout, and across a resume; failures must say what failed, and
+nothing may be left running.
+"""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import cloudpickle
+import pytest
+import torch
+
+if os.environ.get("MAML_RL_REQUIRE_RAY"):
+    import ray  # CI installs the extra: a missing Ray fails here instead of skipping
+else:
+    ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster
+
+import maml_rl.envs  # noqa: F401  (registers the envs)
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
+from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
+from maml_rl.samplers.ray_backend import _placement, _split
+import naive_sampler
+import sampler_envs
+from naive_sampler import UnbatchedElementwisePolicy
+from process_utils import wait_until_gone
+from sampler_envs import make_probe_env
+
+# The actors cannot import this directory's modules: the test envs travel by value,
+# as code of a user's own main script does.
+cloudpickle.register_pickle_by_value(sampler_envs)
+cloudpickle.register_pickle_by_value(naive_sampler)
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+NODE_MEMORY = 80 * 2**20  # object store per node: small, the machine has 2 cores and little /dev/shm
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                       "object_store_memory": NODE_MEMORY})
+    for _ in range(3):
+        c.add_node(num_cpus=1, object_store_memory=NODE_MEMORY)
+    ray.init(address=c.address)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _worker_nodes(c):
+    return [n for n in c.list_all_nodes() if n is not c.head_node]
+
+
+def _episodes(sampler, tasks, steps=1):
+    """Two sample() calls (adaptation included) and a rollout under per-task parameters."""
+    train, valid = sampler.sample(tasks, num_steps=steps, fast_lr=0.1)
+    train2, valid2 = sampler.sample(tasks, num_steps=steps, fast_lr=0.1)
+    return [*train, valid, *train2, valid2]
+
+
+def _assert_equal(a, b):
+    assert len(a) == len(b)
+    for batches_a, batches_b in zip(a, b):
+        for x, y in zip(batches_a, batches_b):
+            for name in ("observations", "actions", "rewards", "lengths", "advantages"):
+                assert torch.equal(getattr(x, name), getattr(y, name)), name
+
+
+def _run(env, policy_fn, batch_size, num_tasks, **kwargs):
+    policy = policy_fn()
+    obs = policy.input_size if hasattr(policy, "input_size") else 3
+    with MultiTaskSampler(env, {}, batch_size, policy, LinearFeatureBaseline(obs), seed=7, **kwargs) as sampler:
+        tasks = sampler.sample_tasks(num_tasks)
+        return _episodes(sampler, tasks), sampler.state_dict()
+
+
+def _mlp(obs, act, discrete=False):
+    def make():
+        torch.manual_seed(0)
+        if discrete:
+            return CategoricalMLPPolicy(obs, act, hidden_sizes=(16,))
+        return NormalMLPPolicy(obs, act, hidden_sizes=(32, 32))
+    return make
+
+
+CASES = {
+    # env, policy, batch size, tasks, numbers of actors
+    "navigation": ("2DNavigation-v0", _mlp(2, 2), 4, 5, (1, 2, 3)),
+    # The MuJoCo fast path inside each actor.
+    "halfcheetah": ("HalfCheetahVel-v5", _mlp(20, 6), 2, 3, (1, 2, 3)),
+    # One episode per task: one-row policy calls, the case torch computes differently.
+    "navigation-B1": ("2DNavigation-v0", _mlp(2, 2), 1, 4, (3,)),
+    # Fewer tasks than actors.
+    "navigation-one-task": ("2DNavigation-v0", _mlp(2, 2), 3, 1, (3,)),
+    "bandit": ("Bandit-K5-v0", _mlp(1, 5, discrete=True), 6, 4, (3,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_episodes_equal_the_local_sampler_for_one_two_three_actors(cluster, case):
+    env, policy_fn, B, K, actor_counts = CASES[case]
+    kwargs = {"max_episode_steps": 20} if env.startswith("HalfCheetah") else {}
+    local, local_state = _run(env, policy_fn, B, K, num_workers=0, **kwargs)
+    for actors in actor_counts:
+        remote, state = _run(env, policy_fn, B, K, backend="ray", ray_actors=actors, **kwargs)
+        _assert_equal(local, remote)
+        assert state["num_rollouts"] == local_state["num_rollouts"]
+
+
+def test_partial_mode_and_worker_processes_inside_the_actors(cluster):
+    env, policy_fn, B, K, _ = CASES["navigation"]
+    local, _ = _run(env, policy_fn, B, K, num_workers=2)
+    remote, _ = _run(env, policy_fn, B, K, backend="ray", num_workers=2, partial=True, start_method="spawn")
+    _assert_equal(local, remote)
+
+
+def test_a_policy_without_stacked_parameters_is_split_invariant(cluster):
+    # The actors evaluate it once per task; locally it runs once over all slots.
+    def make():
+        return UnbatchedElementwisePolicy(1, discrete=False)
+
+    def run(**kwargs):
+        with MultiTaskSampler(None, None, 3, make(), LinearFeatureBaseline(3), env_fn=make_probe_env, seed=2,
+                              **kwargs) as sampler:
+            return _episodes(sampler, sampler.sample_tasks(5))
+
+    local = run(num_workers=0)
+    for actors in (1, 3):
+        _assert_equal(local, run(backend="ray", ray_actors=actors))
+
+
+def test_a_ray_run_resumes_locally_and_the_reverse(cluster):
+    env, policy_fn, B, K, _ = CASES["navigation"]
+
+    def sampler(**kwargs):
+        return MultiTaskSampler(env, {}, B, policy_fn(), LinearFeatureBaseline(2), seed=11, **kwargs)
+
+    with sampler(num_workers=0) as straight:
+        expected = [_episodes(straight, straight.sample_tasks(K)) for _ in range(2)]
+    with sampler(backend="ray") as first:
+        got = [_episodes(first, first.sample_tasks(K))]
+        state = first.state_dict()
+    with sampler(num_workers=0) as second:
+        second.load_state_dict(state)
+        got.append(_episodes(second, second.sample_tasks(K)))
+    for a, b in zip(expected, got):
+        _assert_equal(a, b)
+    with sampler(num_workers=0) as first:
+        _episodes(first, first.sample_tasks(K))
+        state = first.state_dict()
+    with sampler(backend="ray", ray_actors=2) as second:
+        second.load_state_dict(state)
+        _assert_equal(expected[1], _episodes(second, second.sample_tasks(K)))
+
+
+def test_parameters_are_put_once_per_rollout_whatever_the_number_of_actors(cluster):
+    env, policy_fn, B, K, _ = CASES["navigation"]
+    sizes = {}
+    for actors in (1, 2, 3):
+        with MultiTaskSampler(env, {}, B, policy_fn(), LinearFeatureBaseline(2), seed=1, backend="ray",
+                              ray_actors=actors) as sampler:
+            tasks = sampler.sample_tasks(K)
+            sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+            stats = sampler.backend_stats
+            assert stats["actors"] == actors and stats["puts"] == 1
+            # Adapted parameters of K tasks: K copies of the policy's parameters, plus its own state.
+            per_copy = sum(p.numel() * 4 for p in sampler.policy.parameters())
+            assert stats["put_bytes"] == (K + 1) * per_copy
+            sizes[actors] = (stats["put_bytes"], stats["result_bytes"])
+    assert sizes[1] == sizes[2] == sizes[3]
+
+
+def _sleepy_tasks(num_tasks, sleep=0.05, length=6):
+    return [{"value": 0.1 * k, "length": length, "sleep": sleep} for k in range(num_tasks)]
+
+
+def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster):
+    tasks = _sleepy_tasks(6)
+
+    def make(**kwargs):
+        return MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1, hidden_sizes=(8,)), LinearFeatureBaseline(3),
+                                env_fn=make_probe_env, seed=5, **kwargs)
+
+    torch.manual_seed(0)
+    with make(num_workers=0) as sampler:
+        expected = [sampler.rollout(tasks), sampler.rollout(tasks)]
+    torch.manual_seed(0)
+    with make(backend="ray") as sampler:
+        victim = _worker_nodes(cluster)[-1]
+        pids = {w["pid"] for w in sampler._backend.where}
+        remover = threading.Timer(0.15, cluster.remove_node, args=(victim,))
+        remover.start()  # mid-rollout: each actor's group takes 6 steps x 0.05 s x 2 slots
+        started = time.monotonic()
+        first = sampler.rollout(tasks)
+        elapsed = time.monotonic() - started
+        remover.join()
+        stats = sampler.backend_stats
+        assert stats["reruns"] == 1, stats
+        assert len(sampler._backend.live) == 2 and "node has died" in sampler._backend.lost[0]
+        assert elapsed < 20, elapsed
+        second = sampler.rollout(tasks)  # on the two survivors
+        assert sampler.backend_stats["actors"] == 2
+    _assert_equal(expected, [first, second])
+    assert wait_until_gone(pids) == []
+    cluster.add_node(num_cpus=1, object_store_memory=NODE_MEMORY)
+    cluster.wait_for_nodes()
+
+
+def test_every_actor_dying_raises_naming_them_and_the_next_call_starts_afresh(cluster):
+    with MultiTaskSampler(None, None, 1, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
+                          backend="ray") as sampler:
+        started = time.monotonic()
+        with pytest.raises(WorkerDiedError, match="every Ray sampling actor has died") as info:
+            sampler.rollout([{"value": 0.0, "length": 5, "kill_at": 2}] * 3)
+        assert time.monotonic() - started < 20
+        assert info.value.args[0].count("Ray sampling actor") >= 3 and "died" in info.value.args[0]
+        episodes = sampler.rollout([{"value": 0.0, "length": 5}] * 3)
+        assert [int(b.lengths[0]) for b in episodes] == [5, 5, 5]
+
+
+def test_an_env_error_in_an_actor_is_the_local_worker_error(cluster):
+    tasks = [{"value": 0.0, "length": 5}] * 3 + [{"value": 1.0, "length": 5, "fail": "step"}]
+    with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
+                          num_workers=0) as sampler:
+        with pytest.raises(WorkerError) as local:
+            sampler.rollout(tasks)
+    with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
+                          backend="ray", ray_actors=2) as sampler:
+        with pytest.raises(WorkerError) as remote:
+            sampler.rollout(tasks)
+        message = str(remote.value)
+        # The same slot (6, the first of task 3) and task as locally, the actor, the traceback.
+        where = "during step 2 in env slot 6 (task {'value': 1.0, 'length': 5, 'fail': 'step'})"
+        assert where in str(local.value) and where in message and "Traceback" in message
+        assert "Ray sampling actor 1" in message and "told to fail in step" in message
+        assert sampler.rollout(tasks[:3])[0].lengths.tolist() == [5, 5]  # usable afterwards
+
+
+def _descendants(pids):
+    """Every running process whose ancestry includes one of ``pids``."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                pass
+    found, frontier = set(), set(pids)
+    while frontier:
+        children = {p for p, parent in parents.items() if parent in frontier and p not in found}
+        found |= children
+        frontier = children
+    return found
+
+
+@pytest.mark.parametrize("how", ["close", "garbage collection"])
+def test_no_actor_or_worker_process_outlives_the_sampler(cluster, how):
+    sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
+                               backend="ray", num_workers=2)
+    sampler.rollout([{"value": 0.0, "length": 4}] * 4)
+    actors = [w["pid"] for w in sampler._backend.where]
+    workers = _descendants(actors)
+    assert len(workers) >= 2 * len(actors)  # the ChildEnv processes (and their forkserver)
+    if how == "close":
+        sampler.close()
+    else:
+        del sampler
+        gc.collect()
+    assert wait_until_gone(actors + sorted(workers)) == []
+
+
+INTERRUPTED_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import cloudpickle
+import sampler_envs
+from maml_rl.policies import NormalMLPPolicy
+from maml_rl.samplers import MultiTaskSampler
+from sampler_envs import make_probe_env
+
+cloudpickle.register_pickle_by_value(sampler_envs)
+
+if __name__ == "__main__":
+    sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,
+                               backend="ray", ray_address={address!r}, num_workers=2)
+    tasks = [{{"value": 0.0, "length": 6, "sleep": 0.01}}] * 3
+    sampler.rollout(tasks)
+    print(*[w["pid"] for w in sampler._backend.where], flush=True)
+    while True:
+        sampler.rollout(tasks)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])
+def test_an_interrupted_or_killed_driver_leaves_nothing_running(cluster, signum):
+    script = INTERRUPTED_SCRIPT.format(tests=TESTS, address=cluster.address)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT)
+    try:
+        line = process.stdout.readline()
+        actors = [int(pid) for pid in line.split()]
+        assert len(actors) == 3, (line, process.stderr.read() if process.poll() is not None else "")
+        workers = _descendants(actors)
+        time.sleep(0.3)  # mid-rollout
+        process.send_signal(signum)
+        process.wait(timeout=30)
+        assert wait_until_gone(actors + sorted(workers), timeout=30) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_bad_ray_arguments_are_refused_with_what_to_do(cluster):
+    policy = NormalMLPPolicy(2, 2)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        MultiTaskSampler("2DNavigation-v0", {}, 2, policy, backend="dask")
+    with pytest.raises(ValueError, match="apply to backend='ray' only"):
+        MultiTaskSampler("2DNavigation-v0", {}, 2, policy, ray_actors=2)
+    with pytest.raises(ValueError, match="ray_actors must be a positive int"):
+        MultiTaskSampler("2DNavigation-v0", {}, 2, policy, backend="ray", ray_actors=0)
+    with pytest.raises(ValueError, match="room for 3 sampling actor"):
+        MultiTaskSampler("2DNavigation-v0", {}, 2, policy, backend="ray", ray_actors=4)
+    with pytest.raises(ValueError, match="no node with 2 free CPU.*lower ray_cpus_per_actor"):
+        MultiTaskSampler("2DNavigation-v0", {}, 2, policy, backend="ray", ray_cpus_per_actor=2)
+
+
+def test_missing_ray_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[ray\]"'):
+        MultiTaskSampler("2DNavigation-v0", {}, 2, NormalMLPPolicy(2, 2), backend="ray")
+
+
+def test_task_groups_follow_the_cpus_and_actors_spread_over_nodes():
+    assert _split(7, [1, 1, 1]) == [(0, 2), (2, 5), (5, 7)]
+    assert _split(4, [2, 1, 1]) == [(0, 2), (2, 3), (3, 4)]
+    assert _split(1, [1, 1, 1]) == [(0, 0), (0, 1), (1, 1)]
+    assert _split(3, [1, 1], offset=5) == [(5, 7), (7, 8)]
+    nodes = [
+        {"NodeID": "h", "NodeManagerAddress": "10.0.0.1", "Alive": True, "Resources": {}},
+        {"NodeID": "a", "NodeManagerAddress": "10.0.0.2", "Alive": True, "Resources": {"CPU": 4.0}},
+        {"NodeID": "b", "NodeManagerAddress": "10.0.0.3", "Alive": True, "Resources": {"CPU": 2.0}},
+        {"NodeID": "c", "NodeManagerAddress": "10.0.0.4", "Alive": False, "Resources": {"CPU": 8.0}},
+    ]
+    assert _placement(nodes, None, None) == [("a", 4), ("b", 2)]
+    assert _placement(nodes, None, 2) == [("a", 2), ("b", 2), ("a", 2)]
+    assert _placement(nodes, 2, 1) == [("a", 1), ("b", 1)]
+    assert _placement(nodes, None, 3) == [("a", 3)]
+
+
+def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_path):
+    from test_train import assert_same_policy, load_policy, read_metrics, run, write_config
+
+    config = write_config(tmp_path)
+    run(config, tmp_path / "local", "--seed", "7", "--num-batches", "2")
+    run(config, tmp_path / "mixed", "--seed", "7", "--num-batches", "1", "--backend", "ray",
+        "--ray-address", cluster.address)
+    run(config, tmp_path / "mixed", "--resume", "--num-batches", "2")
+    assert_same_policy(load_policy(tmp_path / "mixed"), load_policy(tmp_path / "local"))
+    for a, b in zip(read_metrics(tmp_path / "mixed"), read_metrics(tmp_path / "local"), strict=True):
+        assert {k: v for k, v in a.items() if not k.startswith("time")} == {
+            k: v for k, v in b.items() if not k.startswith("time")}
+
+
+def test_ray_options_without_the_ray_backend_are_refused(capsys):
+    from scripts import train
+
+    with pytest.raises(SystemExit):
+        train.parse_args(["--ray-address", "auto"])
+    assert "--ray-address need(s) --backend ray" in capsys.readouterr().err

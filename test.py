@@ -22,6 +22,7 @@ with a seed different from training by default), the policy is adapted with
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -205,6 +206,8 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     tasks, per_step = [], []  # per_step[batch]: [K+1, M, B] returns
     with MultiTaskSampler(config["env-name"], config["env-kwargs"], batch_size, policy, baseline,
                           seed=seed, **args.sampler_options) as sampler:
+        if sampler.backend == "ray":
+            print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
         for _ in trange(args.num_batches, desc="evaluation", unit="batch", dynamic_ncols=True):
             batch_tasks = sampler.sample_tasks(meta_batch_size)
             # train_episodes[k]: after k adaptation steps; valid_episodes: after num_steps.

@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> Path:
                                seed=config["seed"], **args.sampler_options)
 
     with sampler:
+        if sampler.backend == "ray":
+            print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
         start, counters = 0, {"total_env_steps": 0}
         if has_checkpoint:
             start, counters = load_checkpoint(output / CHECKPOINT_FILE, config=config,

@@ -304,6 +304,12 @@ class MultiTaskSampler:
         (task groups re-run after losing an actor). Empty for the local backend."""
         return dict(getattr(self._backend, "last_rollout", {}))
 
+    def describe_backend(self) -> str:
+        """Where the rollouts run, in words (for the Ray backend: its actors and their nodes)."""
+        if self.backend == "ray":
+            return f"{len(self._backend.names)} Ray sampling actor(s): {', '.join(self._backend.names)}"
+        return f"{self.num_workers} worker process(es)" if self.num_workers else "this process"
+
     def state_dict(self) -> dict:
         """What a resumed run needs to continue exactly: the seed, the number
         of rollouts so far and the state of the task generator."""

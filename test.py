@@ -11,12 +11,22 @@ with a seed different from training by default), the policy is adapted with
 ``--num-steps`` gradient steps of the config's ``fast-lr``, collecting
 ``fast-batch-size`` episodes before each step and after the last one.
 
+For envs with train and test task splits (Meta-World), the tasks are drawn
+from the held-out test split (``--split test``, the default there).
+
 ``results.npz`` (load with ``numpy.load(path, allow_pickle=True)``) holds:
 
     tasks             [N*M] object array of the task dicts
     train_returns     [N*M, B] returns of each episode before adaptation
     valid_returns     [N*M, B] returns of each episode after the K steps
     returns_per_step  [K+1, N*M] mean return of each task after 0..K steps
+
+and, for envs whose episodes carry success (Meta-World: an episode succeeds
+if ``info["success"]`` is set at any of its steps):
+
+    train_success     [N*M, B] 1.0 for each episode that succeeded before adaptation
+    valid_success     [N*M, B] the same after the K steps
+    success_per_step  [K+1, N*M] success rate of each task after 0..K steps
 """
 
 from __future__ import annotations
@@ -39,11 +49,13 @@ from maml_rl.samplers.vector_env import usable_cpus
 from maml_rl.training import (
     CONFIG_FILE,
     atomic_write,
+    carries_success,
     check_writable,
     mean_returns,
     read_checkpoint,
     resolve_device,
     safe_load,
+    success_rates,
 )
 
 __all__ = ["main", "parse_args", "summary_table"]
@@ -70,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="adaptation gradient steps (default: the config's num-steps)")
     evaluation.add_argument("--fast-batch-size", type=int, default=None,
         help="episodes per task per step (default: the config's fast-batch-size)")
+    evaluation.add_argument("--split", choices=("train", "test"), default=None,
+        help="for envs with train/test task splits (Meta-World): the tasks to evaluate on (default: test)")
     misc = parser.add_argument_group("miscellaneous")
     misc.add_argument("--seed", type=int, default=None,
         help="seed of the evaluation (default: the training seed + 1, so the tasks differ from training)")
@@ -91,20 +105,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def summary_table(returns_per_step: np.ndarray) -> str:
-    """``step | mean return ± std over tasks | standard error of the mean`` for a ``[K+1, num_tasks]`` array.
+def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None) -> str:
+    """``step | mean return ± std over tasks | standard error of the mean`` for a ``[K+1, num_tasks]`` array,
+    with a ``success rate`` column (± its standard error over tasks) when ``success_per_step`` is given.
 
     The standard error says how far the mean over these tasks may be from the mean over
     all tasks: compare two policies (or a paper's figure) within a few of it.
     """
-    lines = [
-        "step | mean return ± std over tasks | std. error of the mean",
-        "-----+------------------------------+-----------------------",
-    ]
+    def error(values: np.ndarray, width: int) -> str:
+        return f"{values.std(ddof=1) / np.sqrt(values.size):{width}.3f}" if values.size > 1 else f"{'-':>{width}}"
+
+    header = "step | mean return ± std over tasks | std. error of the mean"
+    rule = "-----+------------------------------+-----------------------"
+    if success_per_step is not None:
+        header += " | success rate ± std. error"
+        rule += "+---------------------------"
+    lines = [header, rule]
     for step, returns in enumerate(returns_per_step):
         note = "  (before adaptation)" if step == 0 else ""
-        error = f"{returns.std(ddof=1) / np.sqrt(returns.size):10.3f}" if returns.size > 1 else f"{'-':>10}"
-        lines.append(f"{step:4d} | {returns.mean():12.3f} ± {returns.std():<14.3f}| {error}{note}")
+        line = f"{step:4d} | {returns.mean():12.3f} ± {returns.std():<14.3f}| {error(returns, 10)}"
+        if success_per_step is not None:
+            success = success_per_step[step]
+            line += f"            | {success.mean():11.1%} ± {error(success, 6)}"
+        lines.append(line + note)
     return "\n".join(lines)
 
 
@@ -128,6 +151,17 @@ def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def evaluation_env_kwargs(config: dict, env, split: str | None) -> dict:
+    """The config's env-kwargs, with ``split`` (default ``"test"``) for an env with task splits."""
+    splits = getattr(env.unwrapped, "splits", None)
+    if not splits:
+        if split is not None:
+            raise ConfigError(f"--split {split}: {config['env-name']} has no train/test task splits; "
+                              "its evaluation tasks are new draws from its task distribution (see --seed)")
+        return dict(config["env-kwargs"])
+    return {**config["env-kwargs"], "split": split or "test"}
 
 
 def read_policy(path: str) -> dict:
@@ -189,6 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     state_dict = read_policy(args.policy)
     device = resolve_device(args.device)
     env = build_env(config)
+    env_kwargs = evaluation_env_kwargs(config, env, args.split)
     seed = args.seed if args.seed is not None else (config["seed"] or 0) + 1
     num_steps = args.num_steps or config["num-steps"]
     meta_batch_size = args.meta_batch_size or config["meta-batch-size"]
@@ -203,8 +238,8 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
     env.close()
 
-    tasks, per_step = [], []  # per_step[batch]: [K+1, M, B] returns
-    with MultiTaskSampler(config["env-name"], config["env-kwargs"], batch_size, policy, baseline,
+    tasks, per_step, per_step_success = [], [], []  # per batch: [K+1, M, B] returns (and successes)
+    with MultiTaskSampler(config["env-name"], env_kwargs, batch_size, policy, baseline,
                           seed=seed, **args.sampler_options) as sampler:
         if sampler.backend == "ray":
             print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
@@ -218,6 +253,9 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
             )
             tasks.extend(batch_tasks)
             per_step.append(np.stack([mean_returns(episodes) for episodes in [*train_episodes, valid_episodes]]))
+            if carries_success(valid_episodes):
+                per_step_success.append(np.stack([success_rates(episodes)
+                                                  for episodes in [*train_episodes, valid_episodes]]))
 
     returns = np.concatenate(per_step, axis=1)  # [K+1, N*M, B]
     task_array = np.empty(len(tasks), dtype=object)
@@ -228,12 +266,16 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         "valid_returns": returns[-1],
         "returns_per_step": returns.mean(axis=2),
     }
+    if per_step_success:
+        success = np.concatenate(per_step_success, axis=1)  # [K+1, N*M, B]
+        results.update(train_success=success[0], valid_success=success[-1], success_per_step=success.mean(axis=2))
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(args.output, lambda f: np.savez(f, **results))
 
-    print(f"{config['env-name']}: {args.policy} on {len(tasks)} new tasks (seed {seed}), "
+    split = f" of the {env_kwargs['split']} split" if "split" in env_kwargs else ""
+    print(f"{config['env-name']}: {args.policy} on {len(tasks)} new tasks{split} (seed {seed}), "
           f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}")
-    print(summary_table(results["returns_per_step"]))
+    print(summary_table(results["returns_per_step"], results.get("success_per_step")))
     print(f"results written to {args.output}")
     if args.plot is not None:
         plot_returns(results["returns_per_step"], args.plot, f"{config['env-name']} ({len(tasks)} tasks)")

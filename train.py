@@ -159,7 +159,10 @@ def main(argv: list[str] | None = None) -> Path:
                     "time_sampling": sampled_time - start_time,
                     "time_optimization": optimized_time - sampled_time,
                 })
-                progress.set_postfix({"before": f"{stats['return_before']:.2f}", "after": f"{stats['return_after']:.2f}"})
+                postfix = {"before": f"{stats['return_before']:.2f}", "after": f"{stats['return_after']:.2f}"}
+                if "success_before" in stats:
+                    postfix["success"] = f"{stats['success_before']:.0%}->{stats['success_after']:.0%}"
+                progress.set_postfix(postfix)
 
                 # The checkpoint comes last: once it is written, the iteration is done.
                 atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},

@@ -351,6 +351,9 @@ def build_env(config: Mapping[str, Any]):
         raise ConfigError(f"env-name: {exc}") from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"env-kwargs: {name} cannot be built with {kwargs!r}: {exc}") from exc
+    except ImportError as exc:
+        # An optional extra's env (Meta-World): the message says what to install.
+        raise ConfigError(f"env-name: {name}: {exc}") from None
     missing = [attr for attr in ("sample_tasks", "reset_task") if not hasattr(env.unwrapped, attr)]
     if missing:
         env.close()

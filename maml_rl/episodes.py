@@ -31,6 +31,8 @@ class BatchEpisodes:
         elsewhere, which are then taken to be on-policy.
     :param inner_loop: the :class:`~maml_rl.adaptation.InnerLoop` that produced
         ``behaviour_params`` (for error messages), if any.
+    :param infos: per-step values of chosen keys of the env's ``info``, each
+        ``[T, B]`` (zero past an episode's end), e.g. ``{"success": ...}``.
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class BatchEpisodes:
         device: str | torch.device = "cpu",
         behaviour_params: Mapping[str, torch.Tensor] | None = None,
         inner_loop: Any = None,
+        infos: Mapping[str, ArrayLike] | None = None,
     ) -> None:
         self.task = task
         self.gamma = float(gamma)
@@ -58,6 +61,8 @@ class BatchEpisodes:
         self._actions = actions.to(action_dtype)
         self._rewards = torch.as_tensor(rewards, dtype=torch.float32, device=self.device)
         self._lengths = torch.as_tensor(lengths, dtype=torch.int64, device=self.device)
+        self.infos = {key: torch.as_tensor(value, dtype=torch.float64, device=self.device).contiguous()
+                      for key, value in (infos or {}).items()}
         self._check_shapes()
 
         self._mask: torch.Tensor | None = None
@@ -73,6 +78,9 @@ class BatchEpisodes:
                 raise ValueError(
                     f"{name} must start with [T, B] = [{horizon}, {batch_size}], got shape {tuple(tensor.shape)}"
                 )
+        for key, tensor in self.infos.items():
+            if tuple(tensor.shape) != (horizon, batch_size):
+                raise ValueError(f"infos[{key!r}] must be [T, B] = [{horizon}, {batch_size}], got shape {tuple(tensor.shape)}")
         if tuple(self._lengths.shape) != (batch_size,):
             raise ValueError(f"lengths must be [B] = [{batch_size}], got shape {tuple(self._lengths.shape)}")
         if batch_size > 0 and (self._lengths.min() < 1 or self._lengths.max() > horizon):
@@ -109,6 +117,15 @@ class BatchEpisodes:
 
     def __len__(self) -> int:
         return self._rewards.shape[0]
+
+    def success(self, key: str = "success") -> torch.Tensor:
+        """``[B]`` bool: whether each episode succeeded, i.e. ``infos[key]`` was
+        non-zero at some step of it (Meta-World's definition)."""
+        if key not in self.infos:
+            carried = sorted(self.infos) or "none"
+            raise KeyError(f"these episodes carry no info {key!r} (carried: {carried}); "
+                           f"sample them with MultiTaskSampler(..., info_keys=({key!r},))")
+        return ((self.infos[key] != 0) & (self.mask > 0)).any(dim=0)
 
     # --------------------------------------------------------- derived data
     @property
@@ -193,6 +210,7 @@ class BatchEpisodes:
                 setattr(self, name, value.to(device))
         if self.behaviour_params is not None:
             self.behaviour_params = {name: p.to(device) for name, p in self.behaviour_params.items()}
+        self.infos = {key: value.to(device) for key, value in self.infos.items()}
         return self
 
     def __repr__(self) -> str:

@@ -3,7 +3,8 @@
     python -m maml_rl.plotting runs/hcd/metrics.jsonl --output runs/hcd/curve.png
 
 Plots the mean return before and after adaptation against the iteration
-(raw, and smoothed over a window). Needs matplotlib (``pip install
+(raw, and smoothed over a window), and the success rate beside it for runs
+whose episodes carry success (Meta-World). Needs matplotlib (``pip install
 'maml_rl[plot]'``).
 """
 
@@ -41,16 +42,22 @@ def plot_training_curve(metrics_path: str | Path, output: str | Path, title: Opt
 
     metrics = load_metrics(metrics_path)
     iterations = metrics["iteration"]
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for key, label, color in (("return_before", "before adaptation", "tab:blue"),
-                              ("return_after", "after adaptation", "tab:orange")):
-        axes.plot(iterations, metrics[key], color=color, alpha=0.25, linewidth=1)
-        axes.plot(iterations, smooth(metrics[key], window), color=color, label=f"{label} ({window}-iteration mean)")
-    axes.set_xlabel("meta-iteration")
-    axes.set_ylabel("mean return per episode")
-    axes.set_title(title or Path(metrics_path).parent.name)
-    axes.grid(alpha=0.3)
-    axes.legend()
+    # A second panel for envs whose episodes carry success (Meta-World).
+    panels = [("return", "mean return per episode")]
+    if "success_before" in metrics:
+        panels.append(("success", "success rate (episodes)"))
+    figure, all_axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
+    for axes, (name, ylabel) in zip(all_axes[0], panels):
+        for when, label, color in (("before", "before adaptation", "tab:blue"),
+                                   ("after", "after adaptation", "tab:orange")):
+            values = metrics[f"{name}_{when}"]
+            axes.plot(iterations, values, color=color, alpha=0.25, linewidth=1)
+            axes.plot(iterations, smooth(values, window), color=color, label=f"{label} ({window}-iteration mean)")
+        axes.set_xlabel("meta-iteration")
+        axes.set_ylabel(ylabel)
+        axes.set_title(title or Path(metrics_path).parent.name)
+        axes.grid(alpha=0.3)
+        axes.legend()
     figure.tight_layout()
     output = Path(output)
     figure.savefig(output, dpi=110)

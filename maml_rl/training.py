@@ -41,6 +41,7 @@ __all__ = [
     "check_writable",
     "episode_stats",
     "load_checkpoint",
+    "carries_success",
     "mean_returns",
     "prepare_output_folder",
     "read_checkpoint",
@@ -48,6 +49,7 @@ __all__ = [
     "resolve_device",
     "resolve_run_config",
     "save_checkpoint",
+    "success_rates",
 ]
 
 CONFIG_FILE = "config.json"
@@ -387,19 +389,36 @@ def mean_returns(episodes: Iterable[Any]) -> np.ndarray:
     return np.stack([batch.total_rewards.detach().cpu().numpy() for batch in episodes])
 
 
+def success_rates(episodes: Iterable[Any]) -> np.ndarray:
+    """``[num_tasks, batch_size]`` 1.0 where the episode succeeded (``info["success"]`` at some step), else 0.0."""
+    return np.stack([batch.success().cpu().numpy().astype(np.float64) for batch in episodes])
+
+
+def carries_success(episodes: Sequence[Any]) -> bool:
+    """Whether the episodes carry the env's ``success`` info (Meta-World's envs do)."""
+    return bool(episodes) and all("success" in getattr(batch, "infos", {}) for batch in episodes)
+
+
 def episode_stats(train_episodes: Sequence[Sequence[Any]], valid_episodes: Sequence[Any]) -> dict[str, float]:
     """Returns before adaptation (``train_episodes[0]``) and after (``valid_episodes``), and env steps.
 
     :return: ``return_before``, ``return_after`` (means over every episode of
-        every task) and ``env_steps`` (steps taken in all the batches).
+        every task), ``env_steps`` (steps taken in all the batches) and, for
+        episodes that carry ``success`` (see ``MultiTaskSampler(info_keys=)``),
+        ``success_before`` and ``success_after``: the fraction of episodes
+        that succeeded at some step, over every episode of every task.
     """
     all_batches = [batch for step in train_episodes for batch in step] + list(valid_episodes)
     before = train_episodes[0] if train_episodes else valid_episodes
-    return {
+    stats = {
         "return_before": float(mean_returns(before).mean()),
         "return_after": float(mean_returns(valid_episodes).mean()),
         "env_steps": int(sum(int(batch.lengths.sum()) for batch in all_batches)),
     }
+    if carries_success(before) and carries_success(valid_episodes):
+        stats["success_before"] = float(success_rates(before).mean())
+        stats["success_after"] = float(success_rates(valid_episodes).mean())
+    return stats
 
 
 def _json_value(value: Any) -> Any:

@@ -6,7 +6,9 @@ wrong noise draw, an action sent to the wrong slot or a stale buffer row all
 change the trajectory. A task ``{"offset": o, "length": n}`` ends its episodes
 after ``n`` steps; ``"length": None`` draws each episode's length at reset
 (1 to 8), so that episodes of one task end at different steps; a length past
-the horizon runs into the ``TimeLimit``.
+the horizon runs into the ``TimeLimit``. Every step's info carries
+``near`` (a bool: ``|x| < 0.5``) and ``x``, which the sampler carries by
+default (``info_keys``), and a string the sampler must ignore.
 """
 
 import functools
@@ -20,6 +22,7 @@ class DriftEnv(gym.Env):
 
     observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
     action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    info_keys = ("near", "x")
 
     def __init__(self):
         self.task = {"offset": 0.0, "length": 1}
@@ -44,7 +47,8 @@ class DriftEnv(gym.Env):
         self.t += 1
         self.x = 0.9 * self.x + push + self.task["offset"] + 0.1 * float(self.np_random.normal())
         reward = -abs(self.x) + push * self.task["offset"] + 0.01 * self.t
-        return self._observation(), reward, self.t >= self.length, False, {}
+        info = {"x": self.x, "near": abs(self.x) < 0.5, "note": "not carried"}
+        return self._observation(), reward, self.t >= self.length, False, info
 
     def step(self, action):
         action = np.asarray(action, dtype=np.float32)

@@ -81,11 +81,13 @@ def reference_rollout(
     horizon: int,
     params: Optional[Sequence[Optional[dict]]] = None,
 ) -> list[dict]:
-    """One dict per task: ``observations [T, B, obs]``, ``actions``, ``rewards [T, B]``, ``lengths [B]``, ``task``."""
+    """One dict per task: ``observations [T, B, obs]``, ``actions``, ``rewards [T, B]``, ``lengths [B]``, ``task``,
+    and ``infos``: ``{key: [T, B] float64}`` for each of the env's ``info_keys``."""
     num_slots = len(tasks) * batch_size
     seeds = np.random.SeedSequence([seed, call]).generate_state(num_slots)
     probe = env_fn()
     action_shape = probe.action_space.shape
+    info_keys = tuple(getattr(probe.unwrapped, "info_keys", ()))
     probe.close()
     noise = noise_for(seed, call, horizon, num_slots, action_shape, policy.discrete)
     slots = []
@@ -95,7 +97,7 @@ def reference_rollout(
         env = env_fn()
         env.unwrapped.reset_task(task)
         observation, _ = env.reset(seed=int(seeds[j]))
-        observations, actions, rewards = [], [], []
+        observations, actions, rewards, infos = [], [], [], []
         for t in range(horizon):
             observation = torch.as_tensor(np.asarray(observation), dtype=torch.float32)
             with torch.no_grad():
@@ -110,13 +112,14 @@ def reference_rollout(
                 env_action = action.numpy()
             observations.append(observation)
             actions.append(torch.as_tensor(action))
-            observation, reward, terminated, truncated, _ = env.step(env_action)
+            observation, reward, terminated, truncated, info = env.step(env_action)
             rewards.append(torch.tensor(reward, dtype=torch.float32))
+            infos.append(torch.tensor([float(info[key]) for key in info_keys], dtype=torch.float64))
             if terminated or truncated:
                 break
         env.close()
-        slots.append((observations, actions, rewards))
-    longest = max(len(rewards) for _, _, rewards in slots)
+        slots.append((observations, actions, rewards, infos))
+    longest = max(len(s[2]) for s in slots)
 
     def padded(rows: list, like: torch.Tensor) -> torch.Tensor:
         return torch.stack(rows + [torch.zeros_like(like)] * (longest - len(rows)))
@@ -125,10 +128,12 @@ def reference_rollout(
     for k, task in enumerate(tasks):
         mine = slots[k * batch_size:(k + 1) * batch_size]
         out.append({
-            "observations": torch.stack([padded(o, o[0]) for o, _, _ in mine], dim=1),
-            "actions": torch.stack([padded(a, a[0]) for _, a, _ in mine], dim=1),
-            "rewards": torch.stack([padded(r, r[0]) for _, _, r in mine], dim=1),
-            "lengths": torch.tensor([len(r) for _, _, r in mine]),
+            "observations": torch.stack([padded(o, o[0]) for o, _, _, _ in mine], dim=1),
+            "actions": torch.stack([padded(a, a[0]) for _, a, _, _ in mine], dim=1),
+            "rewards": torch.stack([padded(r, r[0]) for _, _, r, _ in mine], dim=1),
+            "lengths": torch.tensor([len(r) for _, _, r, _ in mine]),
+            "infos": {key: torch.stack([padded(i, i[0]) for _, _, _, i in mine], dim=1)[..., n]
+                      for n, key in enumerate(info_keys)},
             "task": task,
         })
     return out

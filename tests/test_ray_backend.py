@@ -30,6 +30,7 @@ from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
 from maml_rl.samplers.ray_backend import _placement, _split
+import differential_envs
 import naive_sampler
 import sampler_envs
 from naive_sampler import UnbatchedElementwisePolicy
@@ -40,6 +41,7 @@ from sampler_envs import make_probe_env
 # as code of a user's own main script does.
 cloudpickle.register_pickle_by_value(sampler_envs)
 cloudpickle.register_pickle_by_value(naive_sampler)
+cloudpickle.register_pickle_by_value(differential_envs)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
@@ -116,6 +118,25 @@ def test_episodes_equal_the_local_sampler_for_one_two_three_actors(cluster, case
         remote, state = _run(env, policy_fn, B, K, backend="ray", ray_actors=actors, **kwargs)
         _assert_equal(local, remote)
         assert state["num_rollouts"] == local_state["num_rollouts"]
+
+
+def test_info_values_cross_the_cluster_bit_identically(cluster):
+    """The env's info keys (a bool and a float) come back from the actors as they do locally."""
+    def run(**kwargs):
+        policy = naive_sampler.ElementwisePolicy(2, discrete=False)
+        with MultiTaskSampler(None, None, 3, policy, LinearFeatureBaseline(3), env_fn=differential_envs.factory(False, 6),
+                              seed=4, **kwargs) as sampler:
+            assert sampler.info_keys == ("near", "x")
+            return _episodes(sampler, sampler.sample_tasks(4))
+
+    local = run(num_workers=0)
+    assert any(bool(batch.success("near").any()) for batches in local for batch in batches)
+    for actors in (1, 3):
+        remote = run(backend="ray", ray_actors=actors)
+        for batches_a, batches_b in zip(local, remote):
+            for x, y in zip(batches_a, batches_b):
+                assert list(x.infos) == list(y.infos) == ["near", "x"]
+                assert all(torch.equal(x.infos[key], y.infos[key]) for key in x.infos)
 
 
 def test_partial_mode_and_worker_processes_inside_the_actors(cluster):

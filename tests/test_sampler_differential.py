@@ -50,19 +50,27 @@ def assert_equal_to(batches, reference, label):
             mine = getattr(got, name)
             assert mine.dtype == want[name].dtype, (label, k, name, mine.dtype)
             assert torch.equal(mine, want[name]), (label, k, name)
+        assert list(got.infos) == list(want["infos"]), (label, k)
+        for key, values in want["infos"].items():
+            assert got.infos[key].dtype == torch.float64 and torch.equal(got.infos[key], values), (label, k, key)
+        if "near" in want["infos"]:
+            # Success: non-zero at some step of the episode, by hand.
+            near = want["infos"]["near"]
+            expected = [bool(near[:n, b].any()) for b, n in enumerate(want["lengths"].tolist())]
+            assert got.success("near").tolist() == expected, (label, k)
 
 
 def buffer_ranges(sampler):
     """Address ranges of the shared trajectory buffers."""
     views = sampler._backend.pool.views
     return [(a.__array_interface__["data"][0], a.__array_interface__["data"][0] + a.nbytes)
-            for a in (views.observations, views.actions, views.rewards, views.lengths)]
+            for a in (views.observations, views.actions, views.rewards, views.infos, views.lengths)]
 
 
 def storages(batches):
     out = []
     for batch in batches:
-        for tensor in (batch.observations, batch.actions, batch.rewards, batch.lengths):
+        for tensor in (batch.observations, batch.actions, batch.rewards, batch.lengths, *batch.infos.values()):
             storage = tensor.untyped_storage()
             out.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
     return out

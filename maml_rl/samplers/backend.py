@@ -21,7 +21,7 @@ import torch
 Params = Dict[str, torch.Tensor]
 # What run() returns: numpy arrays, slot-major on the second axis.
 #   observations [T, S, *obs], actions [T, S, *act], rewards [T, S],
-#   lengths [S], end_reason [S]  (T >= the longest episode; rows past an
+#   infos [T, S, len(info_keys)], lengths [S], end_reason [S]  (T >= the longest episode; rows past an
 #   episode's end hold anything and are masked when episodes are assembled).
 Trajectories = SimpleNamespace
 
@@ -76,4 +76,4 @@ class RolloutBackend(ABC):
 def trajectory_bytes(trajectories: Trajectories) -> int:
     """The size of the arrays of ``trajectories``."""
     return int(sum(np.asarray(getattr(trajectories, name)).nbytes
-                   for name in ("observations", "actions", "rewards", "lengths", "end_reason")))
+                   for name in ("observations", "actions", "rewards", "infos", "lengths", "end_reason")))

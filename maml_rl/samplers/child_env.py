@@ -106,6 +106,7 @@ class ChildEnv:
         """Step every slot whose episode is still running, with ``actions[t]``."""
         b = self.buffers
         actions, rewards, next_observations = b.actions[t], b.rewards[t], b.observations[t + 1]
+        infos, info_keys = b.infos[t], b.info_keys
         shape = next_observations.shape[1:]
         last_step = t + 1 == b.actions.shape[0]
         envs, first_slot = self.envs, self.first_slot
@@ -114,7 +115,7 @@ class ChildEnv:
         for slot in self.active:
             self.current_slot = slot
             env = envs[slot - first_slot]
-            observation, reward, terminated, truncated, _ = env.step(actions[slot])
+            observation, reward, terminated, truncated, info = env.step(actions[slot])
             # numpy would silently broadcast a scalar or a wrong shape into the row.
             # (Attribute and isinstance checks: np.shape/np.ndim cost ~4 us a step.)
             if getattr(observation, "shape", None) != shape:
@@ -123,6 +124,8 @@ class ChildEnv:
                 raise ValueError(f"{_env_name(env)}.step() returned a reward of shape {np.shape(reward)}; "
                                  "a reward must be a scalar")
             rewards[slot] = reward
+            if info_keys:
+                _write_info(env, info, info_keys, infos[slot])
             if terminated or truncated or last_step:
                 b.lengths[slot] = t + 1
                 b.end_reason[slot] = TERMINATED if terminated else TRUNCATED if truncated else HORIZON
@@ -150,6 +153,21 @@ class ChildEnv:
 
 # Rewards that need no shape check.
 _SCALARS = (float, int, np.number)
+
+
+def _write_info(env: Any, info: Any, keys: Sequence[str], row: np.ndarray) -> None:
+    """``info[key]`` of each carried key into ``row``, as float64; a clear error for a missing or non-scalar value."""
+    for i, key in enumerate(keys):
+        try:
+            row[i] = info[key]
+        except (KeyError, TypeError, ValueError) as exc:
+            present = sorted(info) if isinstance(info, dict) else type(info).__name__
+            value = info.get(key, "<missing>") if isinstance(info, dict) else "<missing>"
+            raise ValueError(
+                f"{_env_name(env)}.step() returned info[{key!r}] = {value!r}, but the sampler carries "
+                f"info_keys={tuple(keys)!r}, which need a number (or bool) under each key at every step "
+                f"(the info has keys {present}); pass info_keys= with keys the env provides"
+            ) from exc
 
 
 def _env_name(env: Any) -> str:

@@ -90,6 +90,12 @@ class MultiTaskSampler:
     :param batch_threads: threads of each fast-path ``Batch``. Default: 1
         per worker process; with ``num_workers=0``, the CPUs this process may
         use (the batch then runs them in this process).
+    :param info_keys: keys of ``step()``'s ``info`` whose values (numbers or
+        bools, at every step) the workers carry through the shared buffers
+        into ``BatchEpisodes.infos``, e.g. ``("success",)``. Default: the
+        env's own ``info_keys`` attribute (Meta-World's envs: ``success``),
+        else none. Carrying any steps the envs one at a time (the MuJoCo
+        fast path computes no info).
 
     Example::
 
@@ -129,6 +135,7 @@ class MultiTaskSampler:
         ray_address: Optional[str] = None,
         ray_actors: Optional[int] = None,
         ray_cpus_per_actor: Optional[int] = None,
+        info_keys: Optional[Sequence[str]] = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -157,8 +164,9 @@ class MultiTaskSampler:
         self.action_space = self.env.action_space
         self._env_name = getattr(self.env.spec, "id", None) or type(self.env.unwrapped).__name__
         self.horizon, self._horizon_is_cap = _resolve_horizon(self.env, max_episode_steps)
-        self._buffer_spec = _buffer_spec(self.observation_space, self.action_space, self.horizon)
-        self.mujoco_batch = _resolve_mujoco_batch(self.env, self._env_name, mujoco_batch)
+        self.info_keys = _resolve_info_keys(self.env, info_keys)
+        self._buffer_spec = _buffer_spec(self.observation_space, self.action_space, self.horizon, self.info_keys)
+        self.mujoco_batch = _resolve_mujoco_batch(self.env, self._env_name, mujoco_batch, self.info_keys)
         if num_workers is None and self.mujoco_batch and backend == "local":
             # Measured (benchmarks/sampler_throughput.py): Batch's threads in this
             # process beat as many worker processes, at 40 and at 800 slots.
@@ -427,8 +435,11 @@ class MultiTaskSampler:
 
         observations, actions, rewards = (per_task(a) for a in (views.observations, views.actions, views.rewards))
         lengths = lengths.view(K, B)
+        infos = per_task(views.infos) if self.info_keys else None
         return [
-            BatchEpisodes(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device)
+            BatchEpisodes(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device,
+                          infos=None if infos is None else
+                          {key: infos[k, ..., i] for i, key in enumerate(self.info_keys)})
             for k, task in enumerate(tasks)
         ]
 
@@ -509,11 +520,27 @@ def _resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> Tuple[in
     return horizon, False
 
 
-def _resolve_mujoco_batch(env: gym.Env, env_name: str, requested: Optional[bool]) -> bool:
+def _resolve_info_keys(env: gym.Env, requested: Optional[Sequence[str]]) -> Tuple[str, ...]:
+    """The info keys to carry: those asked for, else the env's own ``info_keys``."""
+    keys = getattr(env.unwrapped, "info_keys", ()) if requested is None else requested
+    if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+        raise ValueError(f"info_keys must be a sequence of str keys of step()'s info, e.g. ('success',), got {keys!r}")
+    keys = tuple(keys)
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"info_keys has a key twice: {keys!r}")
+    return keys
+
+
+def _resolve_mujoco_batch(env: gym.Env, env_name: str, requested: Optional[bool], info_keys: Sequence[str] = ()) -> bool:
     """Whether the workers step ``env`` through the MuJoCo fast path."""
     if requested not in (None, True, False):
         raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {requested!r}")
     if requested is False:
+        return False
+    if info_keys and isinstance(env.unwrapped, VectorisedMujocoEnv):
+        if requested:
+            raise ValueError(f"mujoco_batch=True, but info_keys={tuple(info_keys)!r} are asked for: the MuJoCo fast "
+                             "path computes no step info; pass info_keys=() or mujoco_batch=None")
         return False
     if not isinstance(env.unwrapped, VectorisedMujocoEnv):
         if requested:
@@ -544,7 +571,8 @@ def _resolve_batch_threads(fast_path: bool, num_workers: int, requested: Optiona
     return usable_cpus() if num_workers == 0 else 1
 
 
-def _buffer_spec(observation_space: gym.Space, action_space: gym.Space, horizon: int) -> dict:
+def _buffer_spec(observation_space: gym.Space, action_space: gym.Space, horizon: int,
+                 info_keys: Sequence[str] = ()) -> dict:
     if not isinstance(observation_space, gym.spaces.Box):
         raise TypeError(f"the sampler needs a Box observation space, got {observation_space}")
     if isinstance(action_space, gym.spaces.Discrete):
@@ -559,6 +587,7 @@ def _buffer_spec(observation_space: gym.Space, action_space: gym.Space, horizon:
         observation_dtype=observation_space.dtype,
         action_shape=action_shape,
         action_dtype=action_dtype,
+        info_keys=tuple(info_keys),
     )
 
 

@@ -109,6 +109,7 @@ class SamplingActor:
             "observations": views.observations[:T, :n].copy(),
             "actions": views.actions[:T, :n].copy(),
             "rewards": views.rewards[:T, :n].copy(),
+            "infos": views.infos[:T, :n].copy(),
             "lengths": views.lengths[:n].copy(),
             "end_reason": views.end_reason[:n].copy(),
         }
@@ -355,7 +356,7 @@ def _concatenate(groups: List[Dict[str, np.ndarray]]) -> Trajectories:
     """The groups' arrays side by side on the slot axis, padded to the longest episode."""
     T = max(g["observations"].shape[0] for g in groups)
     out = {}
-    for name in ("observations", "actions", "rewards"):
+    for name in ("observations", "actions", "rewards", "infos"):
         first = groups[0][name]
         array = np.zeros((T, sum(g[name].shape[1] for g in groups), *first.shape[2:]), dtype=first.dtype)
         lo = 0

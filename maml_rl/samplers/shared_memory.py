@@ -66,6 +66,7 @@ class TrajectoryBuffers:
     observations: SharedArray  # [T + 1, S, *obs]
     actions: SharedArray  # [T, S, *act]
     rewards: SharedArray  # [T, S]
+    infos: SharedArray  # [T, S, len(info_keys)], the chosen per-step info values (float64)
     lengths: SharedArray  # [S]
     end_reason: SharedArray  # [S], how each episode ended (child_env.HORIZON, TERMINATED, TRUNCATED)
     command: SharedArray  # [W], what each worker is asked to do next
@@ -73,6 +74,7 @@ class TrajectoryBuffers:
     status: SharedArray  # [W], 0 after success, 1 after an error
     active: SharedArray  # [W], slots of each worker still running
     ready: SharedArray  # [W], set by a worker when its command is done
+    info_keys: tuple = ()  # the keys of step()'s info that fill ``infos``
 
     @classmethod
     def allocate(
@@ -84,6 +86,7 @@ class TrajectoryBuffers:
         observation_dtype,
         action_shape: Sequence[int],
         action_dtype,
+        info_keys: Sequence[str] = (),
         ctx=None,
     ) -> "TrajectoryBuffers":
         """Allocate the buffers (shared when ``ctx`` is given)."""
@@ -93,6 +96,7 @@ class TrajectoryBuffers:
             observations=SharedArray((T + 1, S, *obs_shape), observation_dtype, ctx),
             actions=SharedArray((T, S, *act_shape), action_dtype, ctx),
             rewards=SharedArray((T, S), np.float32, ctx),
+            infos=SharedArray((T, S, len(info_keys)), np.float64, ctx),
             lengths=SharedArray((S,), np.int64, ctx),
             end_reason=SharedArray((S,), np.uint8, ctx),
             command=SharedArray((W,), np.int32, ctx),
@@ -100,20 +104,23 @@ class TrajectoryBuffers:
             status=SharedArray((W,), np.int32, ctx),
             active=SharedArray((W,), np.int64, ctx),
             ready=SharedArray((W,), np.uint8, ctx),
+            info_keys=tuple(info_keys),
         )
 
     @staticmethod
     def nbytes(num_slots: int, horizon: int, observation_shape: Sequence[int], observation_dtype,
-               action_shape: Sequence[int], action_dtype) -> int:
+               action_shape: Sequence[int], action_dtype, info_keys: Sequence[str] = ()) -> int:
         """Bytes of the trajectory arrays :meth:`allocate` makes for these sizes (per-worker arrays aside)."""
         S, T = num_slots, horizon
         return (
             (T + 1) * S * math.prod(observation_shape) * np.dtype(observation_dtype).itemsize
             + T * S * math.prod(action_shape) * np.dtype(action_dtype).itemsize
             + T * S * np.dtype(np.float32).itemsize
+            + T * S * len(info_keys) * np.dtype(np.float64).itemsize
             + S * (np.dtype(np.int64).itemsize + 1)
         )
 
     def views(self) -> SimpleNamespace:
         """The numpy views under the same names, as plain attributes for the hot loops."""
-        return SimpleNamespace(**{f.name: getattr(self, f.name).array for f in fields(self)})
+        views = {f.name: getattr(self, f.name) for f in fields(self)}
+        return SimpleNamespace(**{name: getattr(value, "array", value) for name, value in views.items()})

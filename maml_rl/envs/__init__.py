@@ -1,7 +1,10 @@
 """Meta-learning environments for gymnasium.
 
 Importing this package registers the environments listed in :data:`ENV_IDS`
-with gymnasium, e.g. ``gymnasium.make("HalfCheetahVel-v5")``. The MuJoCo
+with gymnasium, e.g. ``gymnasium.make("HalfCheetahVel-v5")``, and the
+Meta-World benchmarks of :data:`METAWORLD_IDS` (``MetaWorld-ML1-push-v3``,
+``MetaWorld-ML10-v3``, ``MetaWorld-ML45-v3``; they need the ``metaworld``
+extra, imported on first use as :mod:`maml_rl.envs.metaworld`). The MuJoCo
 environments live in :mod:`maml_rl.envs.mujoco` (imported on first use).
 """
 
@@ -10,12 +13,13 @@ from maml_rl.envs.factory import EnvFactory, UnknownEnvError, make_env
 from maml_rl.envs.mdp import TabularMDPEnv
 from maml_rl.envs.meta_env import MetaEnv, validate_task
 from maml_rl.envs.navigation import Navigation2DEnv
-from maml_rl.envs.registration import ENV_IDS, register_envs
+from maml_rl.envs.registration import ENV_IDS, METAWORLD_IDS, register_envs
 
 register_envs()
 
 __all__ = [
     "ENV_IDS",
+    "METAWORLD_IDS",
     "BernoulliBanditEnv",
     "EnvFactory",
     "GaussianBanditEnv",

@@ -62,6 +62,7 @@ def make_env(env_id: str, **kwargs: Any) -> EnvFactory:
         hint = f" Did you mean one of {close}?" if close else ""
         raise UnknownEnvError(
             f"Unknown environment id {env_id!r} ({exc}).{hint} "
-            f"maml_rl provides: {', '.join(ENV_IDS)}."
+            f"maml_rl provides: {', '.join(ENV_IDS)}; and with the metaworld extra "
+            "MetaWorld-ML1-<task>-v3 (e.g. MetaWorld-ML1-push-v3), MetaWorld-ML10-v3, MetaWorld-ML45-v3."
         ) from exc
     return EnvFactory(env_id, kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium
 
-__all__ = ["ENV_IDS", "register_envs"]
+__all__ = ["ENV_IDS", "METAWORLD_IDS", "METAWORLD_TASK_NAMES", "register_envs"]
 
 _MUJOCO = "maml_rl.envs.mujoco"
 
@@ -32,13 +32,40 @@ _ENV_SPECS: tuple[tuple[str, str, dict, int], ...] = (
     ("AntPos-v5", f"{_MUJOCO}.ant:AntPosEnv", {}, 200),
 )
 
-#: Ids of all the environments registered by :mod:`maml_rl.envs`.
+#: Ids of all the environments registered by :mod:`maml_rl.envs` (Meta-World's aside).
 ENV_IDS: tuple[str, ...] = tuple(spec[0] for spec in _ENV_SPECS)
+
+#: Meta-World's 50 v3 task classes (``metaworld.env_dict.ALL_V3_ENVIRONMENTS``,
+#: checked by the tests), listed here so that registering needs no Meta-World.
+METAWORLD_TASK_NAMES: tuple[str, ...] = (
+    "assembly-v3", "basketball-v3", "bin-picking-v3", "box-close-v3", "button-press-topdown-v3",
+    "button-press-topdown-wall-v3", "button-press-v3", "button-press-wall-v3", "coffee-button-v3", "coffee-pull-v3",
+    "coffee-push-v3", "dial-turn-v3", "disassemble-v3", "door-close-v3", "door-lock-v3", "door-open-v3",
+    "door-unlock-v3", "hand-insert-v3", "drawer-close-v3", "drawer-open-v3", "faucet-open-v3", "faucet-close-v3",
+    "hammer-v3", "handle-press-side-v3", "handle-press-v3", "handle-pull-side-v3", "handle-pull-v3",
+    "lever-pull-v3", "pick-place-wall-v3", "pick-out-of-hole-v3", "pick-place-v3", "plate-slide-v3",
+    "plate-slide-side-v3", "plate-slide-back-v3", "plate-slide-back-side-v3", "peg-insert-side-v3",
+    "peg-unplug-side-v3", "soccer-v3", "stick-push-v3", "stick-pull-v3", "push-v3", "push-wall-v3",
+    "push-back-v3", "reach-v3", "reach-wall-v3", "shelf-place-v3", "sweep-into-v3", "sweep-v3",
+    "window-open-v3", "window-close-v3",
+)
+
+_METAWORLD = "maml_rl.envs.metaworld:MetaWorldEnv"
+# Meta-World's envs end their episodes at 500 steps themselves (max_path_length).
+_METAWORLD_SPECS: tuple[tuple[str, str, dict, int], ...] = (
+    *((f"MetaWorld-ML1-{name}", _METAWORLD, {"benchmark": "ML1", "env_name": name}, 500)
+      for name in METAWORLD_TASK_NAMES),
+    ("MetaWorld-ML10-v3", _METAWORLD, {"benchmark": "ML10"}, 500),
+    ("MetaWorld-ML45-v3", _METAWORLD, {"benchmark": "ML45"}, 500),
+)
+
+#: Ids of the Meta-World benchmarks (they need the ``metaworld`` extra to be built).
+METAWORLD_IDS: tuple[str, ...] = tuple(spec[0] for spec in _METAWORLD_SPECS)
 
 
 def register_envs() -> None:
     """Register every maml_rl environment with gymnasium (idempotent)."""
-    for env_id, entry_point, kwargs, max_episode_steps in _ENV_SPECS:
+    for env_id, entry_point, kwargs, max_episode_steps in _ENV_SPECS + _METAWORLD_SPECS:
         if env_id in gymnasium.registry:
             continue
         gymnasium.register(

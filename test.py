@@ -112,8 +112,8 @@ def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | N
     The standard error says how far the mean over these tasks may be from the mean over
     all tasks: compare two policies (or a paper's figure) within a few of it.
     """
-    def error(values: np.ndarray, width: int) -> str:
-        return f"{values.std(ddof=1) / np.sqrt(values.size):{width}.3f}" if values.size > 1 else f"{'-':>{width}}"
+    def error(values: np.ndarray, width: int, spec: str = ".3f") -> str:
+        return f"{values.std(ddof=1) / np.sqrt(values.size):{width}{spec}}" if values.size > 1 else f"{'-':>{width}}"
 
     header = "step | mean return ± std over tasks | std. error of the mean"
     rule = "-----+------------------------------+-----------------------"
@@ -126,7 +126,7 @@ def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | N
         line = f"{step:4d} | {returns.mean():12.3f} ± {returns.std():<14.3f}| {error(returns, 10)}"
         if success_per_step is not None:
             success = success_per_step[step]
-            line += f"            | {success.mean():11.1%} ± {error(success, 6)}"
+            line += f"            | {success.mean():11.1%} ± {error(success, 6, '.1%')}"
         lines.append(line + note)
     return "\n".join(lines)
 

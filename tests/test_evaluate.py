@@ -127,6 +127,17 @@ def test_summary_table():
     assert single[2] == "   0 |        5.000 ± 0.000         |          -  (before adaptation)"
 
 
+def test_summary_table_with_success():
+    table = evaluate.summary_table(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[0.0, 0.5], [1.0, 1.0]]))
+    lines = table.splitlines()
+    assert lines[0].endswith("| success rate ± std. error")
+    # Success 0 and 0.5 over two tasks: mean 25%, sample std 0.354, standard error 0.354 / sqrt(2) = 25%.
+    assert lines[2].endswith("|       25.0% ±  25.0%  (before adaptation)")
+    assert lines[3].endswith("|      100.0% ±   0.0%")
+    single = evaluate.summary_table(np.array([[5.0]]), np.array([[0.5]])).splitlines()
+    assert single[2].endswith("|       50.0% ±      -  (before adaptation)")
+
+
 def test_policy_file_is_a_state_dict(run_folder):
     state = torch.load(run_folder / "policy.th", weights_only=True)
     assert all(isinstance(value, torch.Tensor) for value in state.values())

@@ -21,7 +21,6 @@ import gymnasium as gym
 import mujoco
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.envs import make_env
 from maml_rl.envs.metaworld import WELD_SHIM, MetaWorldEnv, benchmark_tasks
 from maml_rl.envs.registration import METAWORLD_IDS, METAWORLD_TASK_NAMES

@@ -20,3 +20,20 @@ def test_plot_training_curve_writes_png(tmp_path):
     assert columns["return_after"][3] == -2.0 and len(columns["iteration"]) == 12
     output = plot_training_curve(metrics, tmp_path / "curve.png", window=3)
     assert output.read_bytes().startswith(b"\x89PNG")
+
+
+def test_runs_with_success_get_a_second_panel(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(
+        json.dumps({"iteration": i, "return_before": float(i), "return_after": 2.0 * i,
+                    "success_before": 0.1 * i / 12, "success_after": i / 12}) + "\n" for i in range(12)))
+    figures = []
+    original = plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda *a, **k: figures.append(original(*a, **k)) or figures[-1])
+    plot_training_curve(metrics, tmp_path / "curve.png", window=1)
+    (figure, axes), = figures
+    assert axes.shape == (1, 2)
+    after = axes[0, 1].get_lines()[3]  # raw and smoothed lines, before then after
+    np.testing.assert_allclose(after.get_ydata(), np.arange(12) / 12)

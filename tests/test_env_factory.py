@@ -92,7 +92,12 @@ def test_unknown_env_id(env_id, suggestion):
 
 
 def test_half_cheetah_model_triggers_the_deprecation_message():
-    """The filtered message is real: MuJoCo emits it when compiling the model."""
+    """The filtered message is real: MuJoCo 4 emits it when compiling the model.
+
+    MuJoCo 3.3.0 (the version the ``metaworld`` extra pins) does not deprecate
+    ``settotalmass`` yet, so there the filter has nothing to drop; both are
+    the versions CI runs, and each is checked for what it really does.
+    """
     messages = []
     previous = mujoco.get_mju_user_warning()
     mujoco.set_mju_user_warning(messages.append)
@@ -100,7 +105,14 @@ def test_half_cheetah_model_triggers_the_deprecation_message():
         mujoco.MjModel.from_xml_path(expand_model_path("half_cheetah.xml"))
     finally:
         mujoco.set_mju_user_warning(previous)
-    assert any("settotalmass" in m for m in messages)
+    emitted = any("settotalmass" in m for m in messages)
+    major_minor = tuple(int(part) for part in mujoco.__version__.split(".")[:2])
+    if major_minor >= (4, 0):
+        assert emitted, messages
+    elif mujoco.__version__ == "3.3.0":
+        assert not emitted, messages
+    else:
+        pytest.skip(f"not known whether MuJoCo {mujoco.__version__} deprecates settotalmass")
 
 
 @pytest.mark.parametrize("env_id", ["HalfCheetahVel-v5", "HalfCheetahDir-v5", "AntVel-v5"])

@@ -33,7 +33,13 @@ class BatchEpisodes:
         ``behaviour_params`` (for error messages), if any.
     :param infos: per-step values of chosen keys of the env's ``info``, each
         ``[T, B]`` (zero past an episode's end), e.g. ``{"success": ...}``.
+
+    :ivar actions_from: ``"sample"`` (drawn from the policy), or ``"mean"``
+        for evaluation episodes of the policy's most likely actions, which
+        policy-gradient steps refuse (:meth:`TaskBatch.from_episodes`).
     """
+
+    actions_from: str = "sample"
 
     def __init__(
         self,
@@ -312,6 +318,13 @@ class TaskBatch(NamedTuple):
         :param episodes_list: the ``K`` tasks' batches (same ``B``; ``T`` padded to the longest).
         :param averaging: ``"step"`` or ``"episode"`` (:func:`loss_weights`).
         """
+        deterministic = [k for k, episodes in enumerate(episodes_list) if episodes.actions_from != "sample"]
+        if deterministic:
+            raise ValueError(
+                f"the episodes of task(s) {deterministic} hold the policy's most likely actions "
+                "(sampled with actions='mean', for evaluation): a policy-gradient step needs episodes "
+                "of sampled actions (actions='sample', the default)"
+            )
         stacked = stack_episodes(episodes_list)
         if "advantages" not in stacked:
             raise RuntimeError("TaskBatch needs advantages: call compute_advantages(baseline) on every batch first")

@@ -80,9 +80,14 @@ def reference_rollout(
     call: int,
     horizon: int,
     params: Optional[Sequence[Optional[dict]]] = None,
+    actions: str = "sample",
 ) -> list[dict]:
     """One dict per task: ``observations [T, B, obs]``, ``actions``, ``rewards [T, B]``, ``lengths [B]``, ``task``,
-    and ``infos``: ``{key: [T, B] float64}`` for each of the env's ``info_keys``."""
+    and ``infos``: ``{key: [T, B] float64}`` for each of the env's ``info_keys``.
+
+    ``actions="mean"``: the Normal's mean, or the first of the most probable
+    categories, ignoring the noise (the reset seeds are the same)."""
+    mean_actions = actions == "mean"  # (the name is reused for each slot's list of actions below)
     num_slots = len(tasks) * batch_size
     seeds = np.random.SeedSequence([seed, call]).generate_state(num_slots)
     probe = env_fn()
@@ -102,10 +107,17 @@ def reference_rollout(
             observation = torch.as_tensor(np.asarray(observation), dtype=torch.float32)
             with torch.no_grad():
                 distribution = policy(observation.unsqueeze(0), params=task_params)
-            if policy.discrete:
+            if policy.discrete and mean_actions:
+                probs = distribution.probs[0].tolist()
+                action = probs.index(max(probs))
+                env_action = np.int64(action)
+            elif policy.discrete:
                 cdf = distribution.probs[0].cumsum(-1)
                 action = min(int((noise[t, j] >= cdf).sum()), cdf.numel() - 1)
                 env_action = np.int64(action)
+            elif mean_actions:
+                action = distribution.base_dist.loc[0].clone()
+                env_action = action.numpy()
             else:
                 base = distribution.base_dist
                 action = base.loc[0] + base.scale[0] * noise[t, j]

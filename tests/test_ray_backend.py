@@ -139,6 +139,23 @@ def test_info_values_cross_the_cluster_bit_identically(cluster):
                 assert all(torch.equal(x.infos[key], y.infos[key]) for key in x.infos)
 
 
+def test_mean_actions_cross_the_cluster_bit_identically(cluster):
+    """actions="mean" reaches the actors: their episodes equal the local ones and the naive reference's."""
+    tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}, {"offset": 0.7, "length": 9}]
+    policy = naive_sampler.ElementwisePolicy(2, discrete=False)
+    results = []
+    for kwargs in ({"num_workers": 0}, {"backend": "ray", "ray_actors": 3}):
+        with MultiTaskSampler(None, None, 3, policy, None, env_fn=differential_envs.factory(False, 6), seed=4,
+                              **kwargs) as sampler:
+            results.append(sampler.rollout(tasks, actions="mean"))
+    reference = naive_sampler.reference_rollout(differential_envs.factory(False, 6), policy, tasks, 3, 4, 0, 6,
+                                                actions="mean")
+    for local, remote, want in zip(*results, reference):
+        assert remote.actions_from == "mean"
+        assert torch.equal(local.actions, want["actions"]) and torch.equal(remote.actions, want["actions"])
+        assert torch.equal(local.observations, remote.observations)
+
+
 def test_partial_mode_and_worker_processes_inside_the_actors(cluster):
     env, policy_fn, B, K, _ = CASES["navigation"]
     local, _ = _run(env, policy_fn, B, K, num_workers=2)

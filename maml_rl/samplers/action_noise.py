@@ -22,16 +22,31 @@ def draw_noise(horizon: int, num_slots: int, action_shape: Sequence[int], discre
     return torch.randn((horizon, num_slots, *action_shape), generator=generator)
 
 
-def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback_seed: int) -> torch.Tensor:
+ACTION_MODES = ("sample", "mean")
+
+
+def check_action_mode(actions: str) -> str:
+    if actions not in ACTION_MODES:
+        raise ValueError(f"actions={actions!r}: use 'sample' (draw from the policy) or 'mean' "
+                         "(its most likely action, for evaluation)")
+    return actions
+
+
+def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback_seed: int,
+                       mode: str = "sample") -> torch.Tensor:
     """Sample ``distribution`` (batch shape ``[N]`` or ``[K, B]``) with ``noise``.
 
     Normal policies use ``mean + std * noise``; categorical ones invert the
     CDF at the uniform noise. The result is on the CPU, flattened to
     ``[N, *event_shape]``. Other distributions fall back to ``sample()``
     under the torch RNG seeded with ``fallback_seed``, which is reproducible
-    in the lockstep mode only.
+    in the lockstep mode only. With ``mode="mean"`` the noise is ignored:
+    the Normal's mean, the categorical's most probable action (the lowest
+    index among ties), or another distribution's ``mean``.
     """
     base = distribution.base_dist if isinstance(distribution, Independent) else distribution
+    if mode == "mean":
+        return _mean_actions(distribution, base)
     if isinstance(base, Normal):
         loc, scale = base.loc.detach().cpu(), base.scale.detach().cpu()
         event = loc.shape[-1:] if isinstance(distribution, Independent) else ()
@@ -48,3 +63,18 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
         torch.manual_seed(fallback_seed)
         actions = distribution.sample().detach().cpu()
     return actions.reshape(-1, *distribution.event_shape)
+
+
+def _mean_actions(distribution: Distribution, base: Distribution) -> torch.Tensor:
+    if isinstance(base, Normal):
+        loc = base.loc.detach().cpu()
+        event = loc.shape[-1:] if isinstance(distribution, Independent) else ()
+        return loc.reshape(-1, *event)
+    if isinstance(base, Categorical):
+        probs = base.probs.detach().cpu()
+        return probs.reshape(-1, probs.shape[-1]).argmax(-1)
+    try:
+        mean = distribution.mean.detach().cpu()
+    except NotImplementedError:
+        raise ValueError(f"actions='mean': {type(distribution).__name__} has no mean; use actions='sample'") from None
+    return mean.reshape(-1, *distribution.event_shape)

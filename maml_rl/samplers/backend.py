@@ -62,10 +62,12 @@ class RolloutBackend(ABC):
     """Runs rollouts; one call at a time (the sampler serialises them)."""
 
     @abstractmethod
-    def run(self, tasks: Sequence[Any], per_task: List[Optional[Params]], seed: int, call: int, device) -> Trajectories:
+    def run(self, tasks: Sequence[Any], per_task: List[Optional[Params]], seed: int, call: int, device,
+            *, actions: str = "sample") -> Trajectories:
         """Roll out ``batch_size`` episodes of every task, task ``k``'s under
         ``per_task[k]`` (``None``: the policy's own parameters), with the
-        seeds and noise of rollout ``call`` of ``seed``."""
+        seeds and noise of rollout ``call`` of ``seed``; ``actions="mean"``
+        takes the policy's most likely actions instead of sampling."""
 
     @abstractmethod
     def close(self) -> None:

@@ -40,7 +40,7 @@ class LocalBackend(RolloutBackend):
         self.pool: Optional[EnvPool] = None
 
     def run(self, tasks: Sequence[Any], per_task: List[Optional[Params]], seed: int, call: int, device,
-            *, first_task: int = 0, total_tasks: Optional[int] = None) -> Trajectories:
+            *, actions: str = "sample", first_task: int = 0, total_tasks: Optional[int] = None) -> Trajectories:
         """See :meth:`RolloutBackend.run`. With ``first_task``/``total_tasks``,
         ``tasks`` are tasks ``first_task ..`` of a call of ``total_tasks``,
         and get the seeds and noise of those slots of that call."""
@@ -54,7 +54,7 @@ class LocalBackend(RolloutBackend):
                 pool = self._pool_for(hi - lo)
                 noise = call_noise(seed, call, spec.horizon, total_slots, spec.buffer_spec["action_shape"], self.discrete)
                 act = ActionFunction(self.policy, per_task, B, device, noise[:, lo:hi], fallback_seed(seed, call),
-                                     first_task, self.split_invariant)
+                                     first_task, self.split_invariant, actions)
                 pool.slot_offset = lo
                 run_rollout(pool, act, tasks, B, seeds, spec.partial)
         except BaseException:

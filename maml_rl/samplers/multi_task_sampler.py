@@ -20,6 +20,7 @@ from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.policies.policy import expand_params
 
+from .action_noise import check_action_mode
 from .backend import RolloutBackend, RolloutSpec
 from .child_env import HORIZON
 from .errors import EnvOutputError, SamplerClosedError
@@ -216,6 +217,7 @@ class MultiTaskSampler:
         averaging: Optional[str] = None,
         *,
         inner_loop: Optional[InnerLoop] = None,
+        valid_actions: str = "sample",
     ) -> Tuple[List[List[BatchEpisodes]], List[BatchEpisodes]]:
         """Roll out, adapt, and roll out again with the adapted parameters.
 
@@ -226,6 +228,10 @@ class MultiTaskSampler:
         :data:`maml_rl.hyperparameters.DEFAULTS`) or ``inner_loop``, e.g. a
         meta-learner's own ``learner.inner_loop``, so that both adapt alike.
 
+        ``valid_actions="mean"`` rolls out the adapted policies' most likely
+        actions after the last step (evaluation, as Meta-World's protocol
+        does); the adaptation episodes are always sampled.
+
         :returns: ``(train_episodes, valid_episodes)``: ``train_episodes[step][task]``
             are the episodes gathered before inner step ``step`` and
             ``valid_episodes[task]`` those gathered after the last step. With
@@ -234,6 +240,7 @@ class MultiTaskSampler:
             the parameters that sampled it (``behaviour_params``).
         """
         inner_loop = _resolve_inner_loop(inner_loop, num_steps, fast_lr, averaging)
+        check_action_mode(valid_actions)
         if inner_loop.num_steps > 0 and self.baseline is None:
             raise ValueError(
                 "sample() adapts with advantages, which need a baseline: create the sampler with "
@@ -248,7 +255,8 @@ class MultiTaskSampler:
                 train_episodes.append(episodes)
                 stacked = self._adapt(episodes, stacked, inner_loop, device)
                 params = unstack_task_params(stacked)
-            valid_episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop)
+            valid_episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop,
+                                           valid_actions)
         return train_episodes, valid_episodes
 
     def rollout(
@@ -260,6 +268,7 @@ class MultiTaskSampler:
         gae_lambda: float = DEFAULTS.gae_lambda,
         device: Union[str, torch.device] = "cpu",
         averaging: str = DEFAULTS.loss_averaging,
+        actions: str = "sample",
     ) -> List[BatchEpisodes]:
         """Roll out ``batch_size`` episodes of each task under given parameters.
 
@@ -269,16 +278,22 @@ class MultiTaskSampler:
         :param params: ``None`` for the policy's own parameters, one dict of
             parameters for every task, or a list with one dict (or ``None``)
             per task.
+        :param actions: ``"sample"`` draws from the policy; ``"mean"`` takes
+            its most likely action (Normal mean, categorical mode) at every
+            step, for evaluation. Such episodes are marked
+            (``actions_from == "mean"``) and refused by policy-gradient steps.
         :returns: one ``BatchEpisodes`` per task, in the order of ``tasks``,
             with advantages computed when a baseline was given (normalised
             with ``averaging``'s weighting), and a copy of the parameters that
             sampled them as ``behaviour_params``.
         """
         check_loss_averaging(averaging)
+        check_action_mode(actions)
         with self._in_use("rollout"):
-            return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, None)
+            return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, None, actions)
 
-    def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging, inner_loop) -> List[BatchEpisodes]:
+    def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging, inner_loop,
+                 actions: str = "sample") -> List[BatchEpisodes]:
         if self.closed:
             raise SamplerClosedError("the sampler is closed; create a new one")
         tasks = list(tasks)
@@ -288,7 +303,7 @@ class MultiTaskSampler:
         call = self._num_rollouts
         self._num_rollouts += 1
         try:
-            trajectories = self._backend.run(tasks, per_task, self.seed, call, device)
+            trajectories = self._backend.run(tasks, per_task, self.seed, call, device, actions=actions)
             self._check_outputs(trajectories, tasks)
             episodes = self._assemble(trajectories, tasks, gamma, device)
         except BaseException:
@@ -298,6 +313,7 @@ class MultiTaskSampler:
         for batch, behaviour in zip(episodes, _behaviour_params(self.policy, per_task)):
             batch.behaviour_params = behaviour
             batch.inner_loop = inner_loop
+            batch.actions_from = actions
         if self.baseline is not None:
             for batch in episodes:
                 self.baseline.fit(batch)

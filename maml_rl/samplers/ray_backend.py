@@ -94,10 +94,10 @@ class SamplingActor:
                 "num_workers": self.spec.num_workers, "batch_threads": self.spec.batch_threads}
 
     def rollout(self, payload: dict, tasks: List[Any], first_task: int, total_tasks: int, seed: int,
-                call: int) -> Dict[str, np.ndarray]:
+                call: int, actions: str = "sample") -> Dict[str, np.ndarray]:
         try:
             per_task = _decode_params(payload, self.policy, first_task, len(tasks))
-            views = self.backend.run(tasks, per_task, seed, call, "cpu", first_task=first_task,
+            views = self.backend.run(tasks, per_task, seed, call, "cpu", actions=actions, first_task=first_task,
                                      total_tasks=total_tasks)
         except Exception as exc:
             # Travels with the exception (pickled with its __dict__) to the driver's message.
@@ -193,7 +193,8 @@ class RayBackend(RolloutBackend):
 
     # -- RolloutBackend ------------------------------------------------------
 
-    def run(self, tasks: Sequence[Any], per_task: List[Optional[Params]], seed: int, call: int, device) -> Trajectories:
+    def run(self, tasks: Sequence[Any], per_task: List[Optional[Params]], seed: int, call: int, device,
+            *, actions: str = "sample") -> Trajectories:
         ray = import_ray()
         if self.closed:
             # After a failure or an interruption: new actors, as a local pool is rebuilt.
@@ -219,7 +220,7 @@ class RayBackend(RolloutBackend):
                     queue.extend(g for g in _split(hi - lo, [self.cpus[a] for a in idle], lo) if g[1] > g[0])
                     lo, hi = queue.pop(0)
                 a = idle.pop(0)
-                ref = self.actors[a].rollout.remote(payload_ref, list(tasks[lo:hi]), lo, K, seed, call)
+                ref = self.actors[a].rollout.remote(payload_ref, list(tasks[lo:hi]), lo, K, seed, call, actions)
                 pending[ref] = (a, lo, hi)
 
         dispatch()

@@ -79,11 +79,14 @@ class ActionFunction:
     :param noise: ``[T, S, ...]`` noise of these tasks' slots.
     :param first_task: index of the first of these tasks in the whole call
         (for the per-task fallback seeds).
+    :param mode: ``"sample"``, or ``"mean"`` for the policy's most likely
+        actions (evaluation; the noise is then unused).
     """
 
     def __init__(self, policy, per_task: List[Optional[Params]], batch_size: int, device, noise: torch.Tensor,
-                 fallback: int, first_task: int = 0, split_invariant: bool = False):
+                 fallback: int, first_task: int = 0, split_invariant: bool = False, mode: str = "sample"):
         self.policy = policy
+        self.mode = mode
         self.device = torch.device(device)
         self.noise = noise
         self.fallback_seed = fallback
@@ -117,16 +120,17 @@ class ActionFunction:
         seed = self.fallback_seed + t
         if self.batched is not None:
             obs = obs.view(self.num_tasks, self.batch_size, *obs.shape[1:])
-            return actions_from_noise(self.policy(obs, params=self.batched), noise, seed).numpy()
+            return actions_from_noise(self.policy(obs, params=self.batched), noise, seed, self.mode).numpy()
         if self.per_task is not None:
             B = self.batch_size
             parts = []
             for k, p in enumerate(self.per_task):
                 distribution = self.policy(obs[k * B:(k + 1) * B]) if p is None else self.policy(obs[k * B:(k + 1) * B], params=p)
-                parts.append(actions_from_noise(distribution, noise[k * B:(k + 1) * B], seed + self.first_task + k))
+                parts.append(actions_from_noise(distribution, noise[k * B:(k + 1) * B], seed + self.first_task + k,
+                                                self.mode))
             return torch.cat(parts).numpy()
         distribution = self.policy(obs) if self.shared is None else self.policy(obs, params=self.shared)
-        return actions_from_noise(distribution, noise, seed).numpy()
+        return actions_from_noise(distribution, noise, seed, self.mode).numpy()
 
 
 def run_rollout(pool: EnvPool, act: ActionFunction, tasks: Sequence[Any], batch_size: int, seeds: Sequence[int],

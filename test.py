@@ -12,7 +12,13 @@ with a seed different from training by default), the policy is adapted with
 ``fast-batch-size`` episodes before each step and after the last one.
 
 For envs with train and test task splits (Meta-World), the tasks are drawn
-from the held-out test split (``--split test``, the default there).
+from the held-out test split (``--split test``, the default there);
+``--all-tasks`` evaluates every task of the split once instead of drawing
+them, and ``--eval-actions mean`` rolls out the adapted policies' most
+likely actions after the last step (the adaptation episodes are always
+sampled). Together they are Meta-World's evaluation protocol:
+
+    python test.py --config runs/ml10/config.json --all-tasks --eval-actions mean
 
 ``results.npz`` (load with ``numpy.load(path, allow_pickle=True)``) holds:
 
@@ -38,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from gymnasium import spaces
-from tqdm import trange
+from tqdm import tqdm
 
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
@@ -58,7 +64,7 @@ from maml_rl.training import (
     success_rates,
 )
 
-__all__ = ["main", "parse_args", "summary_table"]
+__all__ = ["class_table", "main", "parse_args", "summary_table"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -76,14 +82,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     evaluation = parser.add_argument_group("evaluation")
     evaluation.add_argument("--meta-batch-size", type=int, default=None,
         help="tasks per batch (default: the config's meta-batch-size)")
-    evaluation.add_argument("--num-batches", type=int, default=1,
+    evaluation.add_argument("--num-batches", type=int, default=None,
         help="batches of tasks (default: 1)")
+    evaluation.add_argument("--all-tasks", action="store_true",
+        help="every task of the split once, in order, in batches of --meta-batch-size, instead of "
+             "--num-batches of drawn tasks (envs that list their tasks: Meta-World)")
     evaluation.add_argument("--num-steps", type=int, default=None,
         help="adaptation gradient steps (default: the config's num-steps)")
     evaluation.add_argument("--fast-batch-size", type=int, default=None,
         help="episodes per task per step (default: the config's fast-batch-size)")
     evaluation.add_argument("--split", choices=("train", "test"), default=None,
         help="for envs with train/test task splits (Meta-World): the tasks to evaluate on (default: test)")
+    evaluation.add_argument("--eval-actions", choices=("sample", "mean"), default="sample",
+        help="actions after the last adaptation step: drawn from the adapted policy (default), or its "
+             "mean (deterministic evaluation, as Meta-World's protocol); adaptation always samples")
     misc = parser.add_argument_group("miscellaneous")
     misc.add_argument("--seed", type=int, default=None,
         help="seed of the evaluation (default: the training seed + 1, so the tasks differ from training)")
@@ -96,6 +108,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.all_tasks and args.num_batches is not None:
+        parser.error("--all-tasks evaluates every task of the split once: leave out --num-batches")
+    args.num_batches = args.num_batches or 1
     args.sampler_options = sampler_options(parser, args)
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
@@ -129,6 +144,50 @@ def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | N
             line += f"            | {success.mean():11.1%} ± {error(success, 6, '.1%')}"
         lines.append(line + note)
     return "\n".join(lines)
+
+
+def class_table(tasks: list, returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None) -> str:
+    """Before and after adaptation per task class, for tasks of several classes
+    (Meta-World ML10/ML45: dicts with ``env_name``); ``""`` otherwise.
+
+    Meta-World reports the mean over classes of each class's success rate:
+    the last line, equal to the mean over tasks when every class has as many
+    tasks (``--all-tasks``).
+    """
+    names = [task.get("env_name") if isinstance(task, dict) else None for task in tasks]
+    classes = sorted(set(names), key=names.index)
+    if None in classes or len(classes) < 2:
+        return ""
+    with_success = success_per_step is not None
+    width = max(len(name) for name in [*classes, "mean over classes" if with_success else ""])
+    columns = [f"{'task class':{width}}", "tasks", f"{'return before -> after':^26}"]
+    if with_success:
+        columns.append("success before -> after")
+    lines = [" | ".join(columns).rstrip()]
+    class_success = []
+    for name in classes:
+        mine = np.array([n == name for n in names])
+        returns = returns_per_step[:, mine].mean(axis=1)
+        columns = [f"{name:{width}}", f"{mine.sum():5d}", f"{returns[0]:>10.1f} -> {returns[-1]:<12.1f}"]
+        if with_success:
+            success = success_per_step[:, mine].mean(axis=1)
+            class_success.append(success)
+            columns.append(f"{success[0]:>9.1%} -> {success[-1]:.1%}")
+        lines.append(" | ".join(columns).rstrip())
+    if with_success:
+        mean = np.mean(class_success, axis=0)
+        lines.append(" | ".join([f"{'mean over classes':{width}}", " " * 5, " " * 26,
+                                 f"{mean[0]:>9.1%} -> {mean[-1]:.1%}"]))
+    return "\n".join(lines)
+
+
+def listed_tasks(config: dict, env, env_kwargs: dict) -> list:
+    """Every task of the evaluated split, for ``--all-tasks``."""
+    all_tasks = getattr(env.unwrapped, "all_tasks", None)
+    if all_tasks is None:
+        raise ConfigError(f"--all-tasks: {config['env-name']} does not list its tasks (its tasks are draws from "
+                          "a distribution); choose how many with --meta-batch-size and --num-batches")
+    return list(all_tasks(env_kwargs["split"]) if "split" in env_kwargs else all_tasks())
 
 
 def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> None:
@@ -236,6 +295,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         raise ConfigError(f"--policy {args.policy} does not fit the policy of {args.config}: {exc}") from None
     policy.to(device)
     baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
+    listed = listed_tasks(config, env, env_kwargs) if args.all_tasks else None
     env.close()
 
     tasks, per_step, per_step_success = [], [], []  # per batch: [K+1, M, B] returns (and successes)
@@ -243,13 +303,17 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
                           seed=seed, **args.sampler_options) as sampler:
         if sampler.backend == "ray":
             print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
-        for _ in trange(args.num_batches, desc="evaluation", unit="batch", dynamic_ncols=True):
-            batch_tasks = sampler.sample_tasks(meta_batch_size)
+        if listed is not None:
+            batches = [listed[i:i + meta_batch_size] for i in range(0, len(listed), meta_batch_size)]
+        else:
+            batches = [None] * args.num_batches
+        for batch_tasks in tqdm(batches, desc="evaluation", unit="batch", dynamic_ncols=True):
+            batch_tasks = batch_tasks or sampler.sample_tasks(meta_batch_size)
             # train_episodes[k]: after k adaptation steps; valid_episodes: after num_steps.
             train_episodes, valid_episodes = sampler.sample(
                 batch_tasks, num_steps=num_steps, fast_lr=config["fast-lr"],
                 gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
-                averaging=config["loss-averaging"],
+                averaging=config["loss-averaging"], valid_actions=args.eval_actions,
             )
             tasks.extend(batch_tasks)
             per_step.append(np.stack([mean_returns(episodes) for episodes in [*train_episodes, valid_episodes]]))
@@ -273,9 +337,14 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     atomic_write(args.output, lambda f: np.savez(f, **results))
 
     split = f" of the {env_kwargs['split']} split" if "split" in env_kwargs else ""
-    print(f"{config['env-name']}: {args.policy} on {len(tasks)} new tasks{split} (seed {seed}), "
-          f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}")
+    which = "every task" if listed is not None else f"{len(tasks)} new tasks"
+    mean = ", mean actions after adaptation" if args.eval_actions == "mean" else ""
+    print(f"{config['env-name']}: {args.policy} on {which}{split} ({len(tasks)}, seed {seed}), "
+          f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}")
     print(summary_table(results["returns_per_step"], results.get("success_per_step")))
+    per_class = class_table(tasks, results["returns_per_step"], results.get("success_per_step"))
+    if per_class:
+        print(per_class)
     print(f"results written to {args.output}")
     if args.plot is not None:
         plot_returns(results["returns_per_step"], args.plot, f"{config['env-name']} ({len(tasks)} tasks)")

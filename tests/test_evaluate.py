@@ -138,6 +138,43 @@ def test_summary_table_with_success():
     assert single[2].endswith("|       50.0% ±      -  (before adaptation)")
 
 
+def test_class_table_by_hand():
+    tasks = [{"env_name": "door-close-v3"}, {"env_name": "lever-pull-v3"}, {"env_name": "door-close-v3"}]
+    returns = np.array([[1.0, 10.0, 3.0], [5.0, 20.0, 7.0]])
+    success = np.array([[0.0, 0.5, 0.5], [1.0, 1.0, 0.5]])
+    lines = evaluate.class_table(tasks, returns, success).splitlines()
+    assert lines[0].split("|")[0].strip() == "task class"
+    # door-close: tasks 0 and 2, returns (1+3)/2 -> (5+7)/2, success (0+.5)/2 -> (1+.5)/2.
+    assert [c.strip() for c in lines[1].split("|")] == ["door-close-v3", "2", "2.0 -> 6.0", "25.0% -> 75.0%"]
+    assert [c.strip() for c in lines[2].split("|")] == ["lever-pull-v3", "1", "10.0 -> 20.0", "50.0% -> 100.0%"]
+    # Meta-World's figure: the mean of the classes' rates, (25 + 50) / 2 -> (75 + 100) / 2.
+    assert lines[3].startswith("mean over classes") and lines[3].endswith("37.5% -> 87.5%")
+    assert evaluate.class_table(tasks, returns).splitlines()[1].count("|") == 2
+    # One class, or tasks without classes: nothing to break down.
+    assert evaluate.class_table(tasks[:1], returns[:, :1], success[:, :1]) == ""
+    assert evaluate.class_table([{"goal": 1}, {"goal": 2}], returns[:, :2]) == ""
+
+
+def test_mean_actions_after_adaptation(run_folder, capsys):
+    """2D navigation starts every episode at the origin: with the adapted policy's mean
+    actions, a task's episodes after adaptation are all the same, while the sampled
+    adaptation episodes differ."""
+    results = run_eval(run_folder, "--meta-batch-size", "3", "--eval-actions", "mean")
+    valid, train_returns = results["valid_returns"], results["train_returns"]
+    assert (valid == valid[:, :1]).all()
+    assert (train_returns != train_returns[:, :1]).any(axis=1).all()
+    assert "mean actions after adaptation" in capsys.readouterr().out
+    sampled = run_eval(run_folder, "--meta-batch-size", "3")["valid_returns"]
+    assert (sampled != sampled[:, :1]).any(axis=1).all()
+
+
+def test_all_tasks_needs_an_env_that_lists_them(run_folder):
+    with pytest.raises(ConfigError, match="--all-tasks: 2DNavigation-v0 does not list its tasks"):
+        run_eval(run_folder, "--all-tasks")
+    with pytest.raises(SystemExit):
+        run_eval(run_folder, "--all-tasks", "--num-batches", "2")
+
+
 def test_policy_file_is_a_state_dict(run_folder):
     state = torch.load(run_folder / "policy.th", weights_only=True)
     assert all(isinstance(value, torch.Tensor) for value in state.values())

@@ -8,6 +8,7 @@ reference's plain loop over ``gymnasium.make`` envs bit for bit.
 """
 
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -32,8 +33,6 @@ from scripts import evaluate, train
 
 def goals(tasks):
     """Meta-World Task objects -> the set of (class, goal) pairs, from Meta-World's own data."""
-    import pickle
-
     return {(t.env_name, tuple(pickle.loads(t.data)["rand_vec"])) for t in tasks}
 
 
@@ -249,7 +248,7 @@ def test_ml45_builds_and_samples_its_splits():
 
 
 @pytest.mark.parametrize("config", ["ml1-reach", "ml10"])
-def test_tiny_training_run_and_held_out_evaluation(tmp_path, config):
+def test_tiny_training_run_and_held_out_evaluation(tmp_path, config, capsys):
     """train.py logs success before/after; test.py evaluates the test split and reports success."""
     import json
 
@@ -269,3 +268,14 @@ def test_tiny_training_run_and_held_out_evaluation(tmp_path, config):
     assert {t["env_name"] for t in results["tasks"]} <= test_names
     assert results["success_per_step"].shape == (2, 2) and results["valid_success"].shape == (2, 2)
     assert np.array_equal(results["success_per_step"][-1], results["valid_success"].mean(axis=1))
+    if config == "ml10":
+        # Meta-World's protocol: every test goal once, in Meta-World's order, mean actions after adaptation.
+        results = evaluate.main(["--config", str(folder / "config.json"), "--all-tasks", "--eval-actions", "mean",
+                                 "--meta-batch-size", "50", "--fast-batch-size", "1", "--num-workers", "2"])
+        want = metaworld.ML10(seed=0).test_tasks
+        assert [t["env_name"] for t in results["tasks"]] == [t.env_name for t in want]
+        assert all(np.array_equal(t["rand_vec"], pickle.loads(w.data)["rand_vec"])
+                   for t, w in zip(results["tasks"], want))
+        table = capsys.readouterr().out.split("task class")[-1].splitlines()
+        assert [line.split("|")[1].strip() for line in table[1:6]] == ["50"] * 5
+        assert table[6].startswith("mean over classes")

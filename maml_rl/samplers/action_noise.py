@@ -45,36 +45,28 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
     index among ties), or another distribution's ``mean``.
     """
     base = distribution.base_dist if isinstance(distribution, Independent) else distribution
-    if mode == "mean":
-        return _mean_actions(distribution, base)
+    mean = mode == "mean"
     if isinstance(base, Normal):
-        loc, scale = base.loc.detach().cpu(), base.scale.detach().cpu()
+        loc = base.loc.detach().cpu()
         event = loc.shape[-1:] if isinstance(distribution, Independent) else ()
-        actions = loc + scale * noise.reshape(loc.shape)
+        actions = loc if mean else loc + base.scale.detach().cpu() * noise.reshape(loc.shape)
         return actions.reshape(-1, *event)
     if isinstance(base, Categorical):
         probs = base.probs.detach().cpu()
         num_categories = probs.shape[-1]
         probs = probs.reshape(-1, num_categories)
+        if mean:
+            return probs.argmax(-1)
         cdf = probs.cumsum(-1)
         actions = (noise.reshape(-1, 1) >= cdf).sum(-1)
         return actions.clamp_(max=num_categories - 1)
+    if mean:
+        try:
+            actions = distribution.mean.detach().cpu()
+        except NotImplementedError:
+            raise ValueError(f"actions='mean': {type(distribution).__name__} has no mean; use actions='sample'") from None
+        return actions.reshape(-1, *distribution.event_shape)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(fallback_seed)
         actions = distribution.sample().detach().cpu()
     return actions.reshape(-1, *distribution.event_shape)
-
-
-def _mean_actions(distribution: Distribution, base: Distribution) -> torch.Tensor:
-    if isinstance(base, Normal):
-        loc = base.loc.detach().cpu()
-        event = loc.shape[-1:] if isinstance(distribution, Independent) else ()
-        return loc.reshape(-1, *event)
-    if isinstance(base, Categorical):
-        probs = base.probs.detach().cpu()
-        return probs.reshape(-1, probs.shape[-1]).argmax(-1)
-    try:
-        mean = distribution.mean.detach().cpu()
-    except NotImplementedError:
-        raise ValueError(f"actions='mean': {type(distribution).__name__} has no mean; use actions='sample'") from None
-    return mean.reshape(-1, *distribution.event_shape)

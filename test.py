@@ -50,8 +50,7 @@ from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
 from maml_rl.config import ConfigError, build_env, load_config
 from maml_rl.policies import get_nonlinearity, get_policy_for_env
-from maml_rl.samplers import MultiTaskSampler
-from maml_rl.samplers.vector_env import usable_cpus
+from maml_rl.samplers import MultiTaskSampler, usable_cpus
 from maml_rl.training import (
     CONFIG_FILE,
     atomic_write,

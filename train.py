@@ -38,8 +38,7 @@ from maml_rl.command_line import add_sampler_arguments, run_script, sampler_opti
 from maml_rl.config import build_env, parse_override
 from maml_rl.metalearners import make_metalearner
 from maml_rl.policies import get_policy_for_env
-from maml_rl.samplers import MultiTaskSampler
-from maml_rl.samplers.vector_env import usable_cpus
+from maml_rl.samplers import MultiTaskSampler, usable_cpus
 from maml_rl.utils.memory import keep_freed_memory
 from maml_rl.training import (
     CHECKPOINT_FILE,

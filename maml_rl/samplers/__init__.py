@@ -7,7 +7,8 @@ Imported lazily so that a ChildEnv worker, which imports
 from typing import Any
 
 __all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError",
-           "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool"]
+           "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool",
+           "usable_cpus"]
 
 
 def __getattr__(name: str) -> Any:
@@ -15,6 +16,10 @@ def __getattr__(name: str) -> Any:
         from .multi_task_sampler import MultiTaskSampler
 
         return MultiTaskSampler
+    if name == "usable_cpus":
+        from .vector_env import usable_cpus
+
+        return usable_cpus
     if name == "EnvPool":
         from .env_pool import EnvPool
 

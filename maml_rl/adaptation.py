@@ -21,9 +21,10 @@ import torch
 from maml_rl.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.losses import batched_reinforce_loss, task_reinforce_losses
+from maml_rl.policies.policy import expand_params
 from maml_rl.utils.torch_utils import gradient_step
 
-__all__ = ["InnerLoop", "inner_step", "unstack_task_params"]
+__all__ = ["InnerLoop", "inner_step", "meta_parameters", "unstack_task_params"]
 
 Params = Mapping[str, torch.Tensor]
 
@@ -62,6 +63,27 @@ class InnerLoop:
         for batch in batches:
             params = inner_step(policy, batch, params, self.fast_lr, first_order)
         return OrderedDict(params)
+
+    def sampling_step(self, policy: torch.nn.Module, episodes: Sequence[BatchEpisodes], stacked: Params | None,
+                      device: str | torch.device | None = None) -> "OrderedDict[str, torch.Tensor]":
+        """One inner step of every task from stacked ``[K, ...]`` parameters
+        (``None``: the policy's own), detached: sampling needs no meta-gradient,
+        and the meta-learner reaches the same values bit for bit."""
+        if stacked is None:
+            own = OrderedDict((name, p.detach()) for name, p in meta_parameters(policy))
+            stacked = expand_params(own, len(episodes))
+        leaves = OrderedDict((name, p.detach().requires_grad_()) for name, p in stacked.items())
+        batch = self.task_batch(episodes, device)
+        with torch.enable_grad():
+            new = inner_step(policy, batch, leaves, self.fast_lr, first_order=True)
+        return OrderedDict((name, p.detach()) for name, p in new.items())
+
+
+def meta_parameters(policy: torch.nn.Module):
+    """The ``(name, parameter)`` pairs that adapt: ``policy.named_meta_parameters()``
+    where the policy defines it, else its parameters that require gradients."""
+    named = getattr(policy, "named_meta_parameters", None)
+    return named() if named is not None else ((n, p) for n, p in policy.named_parameters() if p.requires_grad)
 
 
 def inner_step(

@@ -33,7 +33,7 @@ if __name__ == "__main__":
                                num_workers=2, start_method={start_method!r})
     tasks = [{{"value": 0.0, "length": 6}}] * 4
     sampler.rollout(tasks)  # the same size as below, so the pool is not rebuilt
-    print(*[p.pid for p in sampler._backend.pool._workers.processes], flush=True)
+    print(*sampler.worker_pids, flush=True)
     while True:
         sampler.rollout(tasks)
 """

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from maml_rl.samplers import EnvPool, PoolStateError, SamplerClosedError
-from maml_rl.samplers.multi_task_sampler import _buffer_spec
-from maml_rl.samplers.vector_env import ChildEnvPool, InProcessPool
+from maml_rl.samplers.workers.buffers import BufferSpec
+from maml_rl.samplers.workers.pools import ChildEnvPool, InProcessPool
 
 from differential_envs import factory
 
@@ -23,7 +23,7 @@ SLOTS = 4
 def make_pool(kind):
     env_fn = factory(False, HORIZON)
     env = env_fn()
-    spec = _buffer_spec(env.observation_space, env.action_space, HORIZON)
+    spec = BufferSpec.for_spaces(env.observation_space, env.action_space, HORIZON)
     if kind == "in-process":
         return InProcessPool(env_fn, SLOTS, spec)
     return ChildEnvPool(cloudpickle.dumps(env_fn), 2, SLOTS, spec, "fork")

@@ -14,7 +14,7 @@ from torch.distributions import Beta, Categorical, Distribution, Independent, No
 from maml_rl.adaptation import InnerLoop
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.samplers.action_noise import actions_from_noise
+from maml_rl.samplers.rollout.noise import actions_from_noise
 
 from differential_envs import factory
 from naive_sampler import ElementwisePolicy, UnbatchedElementwisePolicy, reference_rollout

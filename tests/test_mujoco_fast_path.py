@@ -20,13 +20,13 @@ import maml_rl.envs  # noqa: F401
 from maml_rl.envs import make_env
 from maml_rl.envs.mujoco.ant import AntVelEnv
 from maml_rl.samplers import EnvOutputError, MultiTaskSampler
-from maml_rl.samplers.batched_child_env import mujoco, mujoco_batch
+from maml_rl.samplers.workers.batched_child_env import mujoco, mujoco_batch
 
 if mujoco_batch is None and not os.environ.get("MAML_RL_REQUIRE_FAST_PATH"):
     # CI's main run sets MAML_RL_REQUIRE_FAST_PATH: there these tests fail rather than skip.
     pytest.skip(f"the MuJoCo fast path needs mujoco.batch (MuJoCo >= 4.0); this environment has MuJoCo "
                 f"{mujoco.__version__} (the metaworld extra installs 3.3.0)", allow_module_level=True)
-from maml_rl.samplers.vector_env import usable_cpus
+from maml_rl.samplers import usable_cpus
 
 from naive_sampler import ElementwisePolicy, reference_rollout
 from test_sampler_differential import assert_equal_to, buffer_ranges, overlaps, storages
@@ -144,7 +144,7 @@ def test_fast_path_keeps_the_envs_time_limit_and_end_reasons():
             batches = sampler.rollout(tasks)
             reference = reference_rollout(make_env("AntDir-v5", max_episode_steps=18), policy, tasks, 4, SEED, 0, 30)
             assert_equal_to(batches, reference, f"fast={fast}")
-            reasons[fast] = sampler._backend.pool.views.end_reason[:8].copy()
+            reasons[fast] = sampler.rollout_backend.pool.views.end_reason[:8].copy()
             lengths = [int(n) for batch in batches for n in batch.lengths]
             assert max(lengths) == 18 and min(lengths) < 18, lengths
     np.testing.assert_array_equal(reasons[False], reasons[True])
@@ -175,15 +175,15 @@ def test_the_fast_path_is_taken_where_it_can_be(caplog):
         with MultiTaskSampler("HalfCheetahDir-v5", {}, 2, policy, None, num_workers=0) as sampler:
             assert sampler.mujoco_batch
             sampler.rollout(sampler.sample_tasks(1))
-            assert type(sampler._backend.pool._child).__name__ == "BatchedChildEnv"
+            assert type(sampler.rollout_backend.pool.child).__name__ == "BatchedChildEnv"
         # By default the fast path runs in this process on one Batch thread per
         # usable CPU (the benchmark's choice); other envs get worker processes.
         with MultiTaskSampler("AntDir-v5", {}, 2, policy_for("AntDir-v5"), None) as sampler:
-            assert sampler.num_workers == 0 and sampler._batch_threads == usable_cpus()
+            assert sampler.num_workers == 0 and sampler.batch_threads == usable_cpus()
         with MultiTaskSampler("AntDir-v5", {}, 2, policy_for("AntDir-v5"), None, mujoco_batch=False) as sampler:
-            assert sampler.num_workers == usable_cpus() and sampler._batch_threads is None
+            assert sampler.num_workers == usable_cpus() and sampler.batch_threads is None
         with MultiTaskSampler("AntDir-v5", {}, 2, policy_for("AntDir-v5"), None, num_workers=2) as sampler:
-            assert sampler.num_workers == 2 and sampler._batch_threads == 1
+            assert sampler.num_workers == 2 and sampler.batch_threads == 1
         with MultiTaskSampler("2DNavigation-v0", {}, 2, ElementwisePolicy(2, False), None) as sampler:
             assert not sampler.mujoco_batch and sampler.num_workers == usable_cpus()
     assert caplog.records == []  # nothing to say about a non-MuJoCo env

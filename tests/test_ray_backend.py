@@ -29,7 +29,7 @@ import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
-from maml_rl.samplers.ray_backend import _placement, _split
+from maml_rl.samplers.backends.ray import _placement, _split
 import differential_envs
 import naive_sampler
 import sampler_envs
@@ -236,7 +236,7 @@ def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster):
     torch.manual_seed(0)
     with make(backend="ray") as sampler:
         victim = _worker_nodes(cluster)[-1]
-        pids = {w["pid"] for w in sampler._backend.where}
+        pids = {w["pid"] for w in sampler.rollout_backend.where}
         remover = threading.Timer(0.15, cluster.remove_node, args=(victim,))
         remover.start()  # mid-rollout: each actor's group takes 6 steps x 0.05 s x 2 slots
         started = time.monotonic()
@@ -245,7 +245,7 @@ def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster):
         remover.join()
         stats = sampler.backend_stats
         assert stats["reruns"] == 1, stats
-        assert len(sampler._backend.live) == 2 and "node has died" in sampler._backend.lost[0]
+        assert len(sampler.rollout_backend.live) == 2 and "node has died" in sampler.rollout_backend.lost[0]
         assert elapsed < 20, elapsed
         second = sampler.rollout(tasks)  # on the two survivors
         assert sampler.backend_stats["actors"] == 2
@@ -308,7 +308,7 @@ def test_no_actor_or_worker_process_outlives_the_sampler(cluster, how):
     sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
                                backend="ray", num_workers=2)
     sampler.rollout([{"value": 0.0, "length": 4}] * 4)
-    actors = [w["pid"] for w in sampler._backend.where]
+    actors = [w["pid"] for w in sampler.rollout_backend.where]
     workers = _descendants(actors)
     assert len(workers) >= 2 * len(actors)  # the ChildEnv processes (and their forkserver)
     if how == "close":
@@ -335,7 +335,7 @@ if __name__ == "__main__":
                                backend="ray", ray_address={address!r}, num_workers=2)
     tasks = [{{"value": 0.0, "length": 6, "sleep": 0.01}}] * 3
     sampler.rollout(tasks)
-    print(*[w["pid"] for w in sampler._backend.where], flush=True)
+    print(*[w["pid"] for w in sampler.rollout_backend.where], flush=True)
     while True:
         sampler.rollout(tasks)
 """

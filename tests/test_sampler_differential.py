@@ -62,7 +62,7 @@ def assert_equal_to(batches, reference, label):
 
 def buffer_ranges(sampler):
     """Address ranges of the shared trajectory buffers."""
-    views = sampler._backend.pool.views
+    views = sampler.rollout_backend.pool.views
     return [(a.__array_interface__["data"][0], a.__array_interface__["data"][0] + a.nbytes)
             for a in (views.observations, views.actions, views.rewards, views.infos, views.lengths)]
 

@@ -30,7 +30,7 @@ def probe_sampler(**kwargs):
 
 
 def worker_pids(sampler):
-    return [p.pid for p in sampler._backend.pool._workers.processes]
+    return sampler.worker_pids
 
 
 @pytest.mark.parametrize("where", ["step", "reset_task"])
@@ -77,7 +77,7 @@ def test_workers_end_when_sampler_is_garbage_collected():
     sampler = probe_sampler()
     sampler.rollout([{"value": 0.0, "length": 3}])
     pids = worker_pids(sampler)
-    buffers = weakref.ref(sampler._backend.pool.buffers.observations)
+    buffers = weakref.ref(sampler.rollout_backend.pool.buffers.observations)
     del sampler
     gc.collect()
     assert wait_until_gone(pids) == []
@@ -88,7 +88,7 @@ def test_close_is_idempotent_and_releases_buffers():
     with probe_sampler() as sampler:
         sampler.rollout([{"value": 0.0, "length": 3}])
         pids = worker_pids(sampler)
-        buffers = weakref.ref(sampler._backend.pool.buffers.observations)
+        buffers = weakref.ref(sampler.rollout_backend.pool.buffers.observations)
     sampler.close()
     gc.collect()
     assert wait_until_gone(pids) == [] and buffers() is None

@@ -13,7 +13,7 @@ import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import EnvOutputError, InsufficientMemoryError, MultiTaskSampler, WorkerError
-from maml_rl.samplers import memory
+from maml_rl.samplers.workers import memory
 
 from bad_envs import BadOutputEnv, NoTimeLimitEnv, make_bad_output_env
 
@@ -119,7 +119,7 @@ def test_request_too_large_for_memory_is_refused_before_any_worker(monkeypatch):
         with pytest.raises(InsufficientMemoryError) as info:
             sampler.rollout(sampler.sample_tasks(200))
         assert time.monotonic() - begin < 60
-        assert sampler._backend.pool is None  # no worker was started
+        assert sampler.rollout_backend.pool is None  # no worker was started
     message = str(info.value)
     assert "sampling 200 tasks x 100 episodes of HalfCheetahVel-v5 at horizon 200 needs about" in message
     assert "20000 envs x" in message and "only 4.0 GB is available" in message and "meta-batch-size" in message

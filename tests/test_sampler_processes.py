@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from maml_rl.policies import NormalMLPPolicy
-from maml_rl.samplers import MultiTaskSampler, vector_env
+from maml_rl.samplers import MultiTaskSampler
+from maml_rl.samplers.workers import processes
 
 from sampler_envs import make_probe_env
 from process_utils import SAMPLING_SCRIPT, is_running, wait_until_gone
@@ -199,7 +200,7 @@ if __name__ == "__main__":
     with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
                           num_workers=2, start_method={start_method!r}) as sampler:
         batches = sampler.rollout([{{"value": 0.0, "length": 3}}] * 2)
-        pids = [p.pid for p in sampler._backend.pool._workers.processes]
+        pids = sampler.worker_pids
         print(*[int(flag) for batch in batches for flag in batch.observations[0, :, 2]])
         print("worker VmRSS MB:", *[rss_mb(pid) for pid in pids], file=sys.stderr)
 """
@@ -369,7 +370,7 @@ if __name__ == "__main__":
     sampler = MultiTaskSampler(None, None, 1, NormalMLPPolicy(3, 1), None, env_fn=lambda: gym.wrappers.TimeLimit(SlowEnv(), 4),
                                num_workers=1, start_method={start_method!r})
     sampler.rollout([{{"value": 0.0, "length": 2}}])
-    print(*[p.pid for p in sampler._backend.pool._workers.processes], flush=True)
+    print(*sampler.worker_pids, flush=True)
     sampler.rollout([{{"value": 0.0, "length": 2, "sleep": 60.0}}])  # a step the worker will not finish
 """
 
@@ -504,7 +505,7 @@ def probe_sampler(num_workers):
 
 
 def test_more_than_twice_as_many_workers_as_cpus_warns(monkeypatch):
-    monkeypatch.setattr(vector_env, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(processes, "usable_cpus", lambda: 1)
     with probe_sampler(3) as sampler:
         with pytest.warns(RuntimeWarning, match=r"3 env worker processes for 1 usable CPU.*slows down") as record:
             sampler.rollout([{"value": 0.0, "length": 2}] * 2)
@@ -517,4 +518,4 @@ def test_more_than_twice_as_many_workers_as_cpus_warns(monkeypatch):
 def test_usable_cpus_follows_the_affinity_mask():
     if not hasattr(os, "sched_getaffinity"):
         pytest.skip("no CPU affinity on this platform")
-    assert vector_env.usable_cpus() == len(os.sched_getaffinity(0)) >= 1
+    assert processes.usable_cpus() == len(os.sched_getaffinity(0)) >= 1

@@ -19,7 +19,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MetaEnv", "validate_normalization_scale", "validate_task"]
+__all__ = ["MetaEnv", "check_meta_env", "validate_normalization_scale", "validate_task"]
+
+
+def check_meta_env(env: Any) -> None:
+    """``TypeError`` unless ``env.unwrapped`` has ``sample_tasks`` and ``reset_task``."""
+    missing = [name for name in ("sample_tasks", "reset_task") if not hasattr(env.unwrapped, name)]
+    if missing:
+        raise TypeError(
+            f"{env!r} is not a meta-learning environment: its unwrapped env lacks {', '.join(missing)}. "
+            "Meta-learning envs define sample_tasks(num_tasks) -> list and reset_task(task)."
+        )
 
 
 def validate_normalization_scale(value: Any) -> float:

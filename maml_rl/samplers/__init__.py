@@ -1,33 +1,30 @@
-"""Multi-task samplers.
+"""The multi-task sampler: ``MultiTaskSampler`` and its errors.
 
-Imported lazily so that a ChildEnv worker, which imports
-``maml_rl.samplers.child_env``, never pulls in torch.
+Layers, top to bottom (``docs/architecture.md``): the facade (``sampler``,
+with ``settings``, ``env_setup`` and ``trajectories``), ``backends/``,
+``rollout/``, and ``workers/`` (torch-free: it runs in the worker
+processes). Names are imported lazily so that a worker, which imports
+``maml_rl.samplers.workers``, never pulls in torch.
 """
 
 from typing import Any
 
 __all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError",
-           "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool",
-           "usable_cpus"]
+           "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool", "usable_cpus"]
+
+_LAZY = {
+    "MultiTaskSampler": ".sampler",
+    "EnvPool": ".workers.protocol",
+    "InsufficientMemoryError": ".workers.memory",
+    "usable_cpus": ".workers.processes",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "MultiTaskSampler":
-        from .multi_task_sampler import MultiTaskSampler
+    if name in _LAZY:
+        import importlib
 
-        return MultiTaskSampler
-    if name == "usable_cpus":
-        from .vector_env import usable_cpus
-
-        return usable_cpus
-    if name == "EnvPool":
-        from .env_pool import EnvPool
-
-        return EnvPool
-    if name == "InsufficientMemoryError":
-        from .memory import InsufficientMemoryError
-
-        return InsufficientMemoryError
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     if name in __all__:
         from . import errors
 

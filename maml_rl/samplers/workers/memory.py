@@ -23,7 +23,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .errors import SamplerError
+from ..errors import SamplerError
 
 # Envs built by the measuring process after a first one (which pays for imports and caches).
 MEASURED_ENVS = 8

@@ -27,7 +27,8 @@ import numpy as np
 
 from maml_rl.envs.vectorised import VectorisedMujocoEnv
 
-from .child_env import HORIZON, TERMINATED, TRUNCATED, ChildEnv
+from .buffers import BufferViews, EndReason
+from .child_env import ChildEnv, time_limit
 
 try:
     from mujoco import batch as mujoco_batch
@@ -69,15 +70,6 @@ def batch_support(env: gym.Env) -> Optional[str]:
     return None
 
 
-def _time_limit(env: gym.Env) -> Optional[int]:
-    wrapper = env
-    while isinstance(wrapper, gym.Wrapper):
-        if isinstance(wrapper, gym.wrappers.TimeLimit):
-            return int(wrapper._max_episode_steps)
-        wrapper = wrapper.env
-    return None
-
-
 class BatchedChildEnv(ChildEnv):
     """A ChildEnv whose slots step through one ``mujoco.batch.Batch``.
 
@@ -87,14 +79,17 @@ class BatchedChildEnv(ChildEnv):
     :param nthread: the ``Batch``'s threads (the caller's included).
     """
 
-    def __init__(self, env_fn: Callable[[], Any], num_envs: int, buffers, index: int, nthread: int = 1):
+    def __init__(self, env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
+                 info_keys: Sequence[str] = (), nthread: int = 1):
+        if info_keys:
+            raise ValueError(f"the MuJoCo fast path computes no step info, so it cannot carry info_keys={info_keys!r}")
         super().__init__(env_fn, num_envs, buffers, index)
         reason = batch_support(self.envs[0])
         if reason is not None:
             raise TypeError(f"the MuJoCo fast path cannot step these envs: {reason}")
         self.vector: VectorisedMujocoEnv = self.envs[0].unwrapped
         self.frame_skip = int(self.vector.frame_skip)
-        self.time_limit = _time_limit(self.envs[0])
+        self.time_limit = time_limit(self.envs[0])
         self.batch = mujoco_batch.Batch(self.vector.model, max(1, num_envs), nthread=nthread)
         self.fields = {name: self.batch.bind(name) for name in self.vector.vector_fields}
         self.reset_state = {name: self.batch.bind(name) for name in _RESET_STATE}
@@ -164,7 +159,8 @@ class BatchedChildEnv(ChildEnv):
         if done.any():
             ended = first + ids[done]
             b.lengths[ended] = t + 1
-            b.end_reason[ended] = np.where(terminated[done], TERMINATED, TRUNCATED if truncated else HORIZON)
+            b.end_reason[ended] = np.where(terminated[done], EndReason.TERMINATED,
+                                              EndReason.TRUNCATED if truncated else EndReason.HORIZON)
             self.ids = ids[~done]
         b.active[self.index] = len(self.ids)
 

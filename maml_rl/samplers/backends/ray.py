@@ -1,7 +1,7 @@
 """Rollouts across a Ray cluster: sampling actors, each rolling out whole tasks.
 
 One actor per node (or per ``cpus_per_actor`` CPUs of a node) holds a copy
-of the policy and a :class:`~maml_rl.samplers.local_backend.LocalBackend`:
+of the policy and a :class:`~maml_rl.samplers.backends.local.LocalBackend`:
 its own ChildEnv processes over shared memory, or its own process. A rollout
 is one remote call per actor, never one per step:
 
@@ -16,7 +16,7 @@ is one remote call per actor, never one per step:
 
 Which actor runs which tasks cannot change a number: seeds and noise are
 functions of (seed, call, slot), and a task's actions of its own parameters
-and observations only (``rollout.ActionFunction``). So an actor that dies
+and observations only (``rollout.actions.ActionFunction``). So an actor that dies
 mid-rollout has its group re-run on the survivors with the same result.
 """
 
@@ -28,15 +28,19 @@ import os
 import time
 import traceback
 import weakref
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import replace
+from typing import Any, Dict, List, Optional
 
 import cloudpickle
-import gymnasium as gym
 import numpy as np
 import torch
 
-from .backend import Params, RolloutBackend, RolloutSpec, Trajectories, trajectory_bytes
-from .errors import SamplerError, WorkerDiedError, WorkerError
+from ..env_setup import Workload
+from ..errors import SamplerError, WorkerDiedError, WorkerError
+from ..rollout.request import Params, RolloutRequest
+from ..settings import ExecutionSettings
+from ..workers.buffers import Trajectories
+from .base import RolloutBackend
 
 logger = logging.getLogger(__name__)
 
@@ -61,58 +65,37 @@ def import_ray():
 class SamplingActor:
     """The remote side: a policy copy and a local backend on one node.
 
-    :param spec: the sampler's rollout settings; ``num_workers`` and
-        ``batch_threads`` ``None`` are resolved for ``cpus`` CPUs.
+    :param workload: the env, the buffers' spec and the episodes per task.
+    :param settings: the sampler's settings; the layout is decided for ``cpus``.
     :param policy_bytes: the policy module (on the CPU), cloudpickled.
-    :param action_space: the env's action space.
     :param cpus: the CPUs Ray reserved for this actor.
     """
 
-    def __init__(self, spec: RolloutSpec, policy_bytes: bytes, action_space: gym.Space, cpus: int):
-        from dataclasses import replace
+    def __init__(self, workload: Workload, settings: ExecutionSettings, policy_bytes: bytes, cpus: int):
+        from .local import LocalBackend
 
-        from .local_backend import LocalBackend
-
-        num_workers = spec.num_workers
-        if num_workers is None:
-            # As locally: the fast path runs Batch threads in this process; one
-            # CPU gains nothing from a worker process but the round trips.
-            num_workers = 0 if spec.mujoco_batch or cpus == 1 else cpus
-        batch_threads = None
-        if spec.mujoco_batch:
-            batch_threads = spec.batch_threads or (cpus if num_workers == 0 else 1)
-        self.spec = replace(spec, num_workers=num_workers, batch_threads=batch_threads)
+        self.layout = settings.layout(cpus)
         self.policy = cloudpickle.loads(policy_bytes)
-        env_fn = cloudpickle.loads(spec.env_fn_bytes)
-        self.backend = LocalBackend(self.spec, env_fn, self.policy, action_space, split_invariant=True)
+        env_fn = cloudpickle.loads(workload.env_fn_bytes)
+        self.backend = LocalBackend(workload, settings, self.layout, env_fn, self.policy, split_invariant=True)
 
     def where(self) -> Dict[str, Any]:
         import ray
 
         context = ray.get_runtime_context()
         return {"node_id": context.get_node_id(), "ip": ray.util.get_node_ip_address(), "pid": os.getpid(),
-                "num_workers": self.spec.num_workers, "batch_threads": self.spec.batch_threads}
+                "num_workers": self.layout.num_workers, "batch_threads": self.layout.batch_threads}
 
-    def rollout(self, payload: dict, tasks: List[Any], first_task: int, total_tasks: int, seed: int,
-                call: int, actions: str = "sample") -> Dict[str, np.ndarray]:
+    def rollout(self, payload: dict, group: RolloutRequest) -> Trajectories:
+        """Roll out ``group`` (its ``per_task`` travel in ``payload``); compact copies back."""
         try:
-            per_task = _decode_params(payload, self.policy, first_task, len(tasks))
-            views = self.backend.run(tasks, per_task, seed, call, "cpu", actions=actions, first_task=first_task,
-                                     total_tasks=total_tasks)
+            per_task = _decode_params(payload, self.policy, group.first_task, len(group.tasks))
+            trajectories = self.backend.run(replace(group, per_task=tuple(per_task)), "cpu")
         except Exception as exc:
             # Travels with the exception (pickled with its __dict__) to the driver's message.
             exc.actor_traceback = traceback.format_exc()
             raise
-        n = len(tasks) * self.spec.batch_size
-        T = int(views.lengths[:n].max())
-        return {
-            "observations": views.observations[:T, :n].copy(),
-            "actions": views.actions[:T, :n].copy(),
-            "rewards": views.rewards[:T, :n].copy(),
-            "infos": views.infos[:T, :n].copy(),
-            "lengths": views.lengths[:n].copy(),
-            "end_reason": views.end_reason[:n].copy(),
-        }
+        return trajectories.copy_of_slots(group.num_slots)
 
     def close(self) -> None:
         self.backend.close()
@@ -130,21 +113,17 @@ class RayBackend(RolloutBackend):
         one actor per node.
     """
 
-    def __init__(self, spec: RolloutSpec, policy: torch.nn.Module, action_space: gym.Space, *,
-                 address: Optional[str] = None, num_actors: Optional[int] = None,
-                 cpus_per_actor: Optional[int] = None):
+    def __init__(self, workload: Workload, settings: ExecutionSettings, policy: torch.nn.Module):
         ray = import_ray()
-        for name, value in (("ray_actors", num_actors), ("ray_cpus_per_actor", cpus_per_actor)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        address = settings.ray.address
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=True)
         elif address is not None:
             logger.info("MultiTaskSampler: Ray is already initialised here; ray_address=%r is not used", address)
-        self.spec = spec
+        self.workload = workload
+        self.settings = settings
         self.policy = policy
-        self.action_space = action_space
-        self.num_actors, self.cpus_per_actor = num_actors, cpus_per_actor
+        self.num_actors, self.cpus_per_actor = settings.ray.actors, settings.ray.cpus_per_actor
         self.last_rollout: Dict[str, Any] = {}
         self._start()
 
@@ -165,7 +144,7 @@ class RayBackend(RolloutBackend):
             actor = remote.options(
                 num_cpus=cpus, max_restarts=0, max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            ).remote(self.spec, policy_bytes, self.action_space, cpus)
+            ).remote(self.workload, self.settings, policy_bytes, cpus)
             self.actors.append(actor)
             self.cpus.append(cpus)
         try:
@@ -186,6 +165,8 @@ class RayBackend(RolloutBackend):
         except BaseException:
             self.close()
             raise
+        #: Each actor's name, node and pid, in words; ``live``: the actors in use;
+        #: ``lost``: why each lost actor was dropped.
         self.names = [f"Ray sampling actor {i} (node {w['ip']} {w['node_id'][:8]}, pid {w['pid']})"
                       for i, w in enumerate(self.where)]
         self.live = list(range(len(self.actors)))
@@ -193,16 +174,15 @@ class RayBackend(RolloutBackend):
 
     # -- RolloutBackend ------------------------------------------------------
 
-    def run(self, tasks: Sequence[Any], per_task: List[Optional[Params]], seed: int, call: int, device,
-            *, actions: str = "sample") -> Trajectories:
+    def run(self, request: RolloutRequest, device) -> Trajectories:
         ray = import_ray()
         if self.closed:
             # After a failure or an interruption: new actors, as a local pool is rebuilt.
             self._start()
         if not self.live:
             raise WorkerDiedError(f"every Ray sampling actor has died: {'; '.join(self.lost)}")
-        K = len(tasks)
-        payload = _encode_params(self.policy, per_task)
+        K, call = len(request.tasks), request.call
+        payload = _encode_params(self.policy, request.per_task)
         payload_ref = ray.put(payload)
         stats = {"actors": len(self.live), "puts": 1, "put_bytes": _payload_bytes(payload), "result_bytes": 0,
                  "reruns": 0, "groups": {}}
@@ -210,7 +190,7 @@ class RayBackend(RolloutBackend):
         queue = [g for g in _split(K, [self.cpus[a] for a in self.live]) if g[1] > g[0]]
         idle = list(self.live)
         pending: Dict[Any, tuple] = {}
-        results: Dict[int, Dict[str, np.ndarray]] = {}
+        results: Dict[int, Trajectories] = {}
 
         def dispatch():
             while queue and idle:
@@ -220,7 +200,7 @@ class RayBackend(RolloutBackend):
                     queue.extend(g for g in _split(hi - lo, [self.cpus[a] for a in idle], lo) if g[1] > g[0])
                     lo, hi = queue.pop(0)
                 a = idle.pop(0)
-                ref = self.actors[a].rollout.remote(payload_ref, list(tasks[lo:hi]), lo, K, seed, call, actions)
+                ref = self.actors[a].rollout.remote(payload_ref, request.group(lo, hi, [None] * (hi - lo)))
                 pending[ref] = (a, lo, hi)
 
         dispatch()
@@ -247,9 +227,20 @@ class RayBackend(RolloutBackend):
                     idle.append(a)
             dispatch()
         trajectories = _concatenate([results[lo] for lo in sorted(results)])
-        stats["result_bytes"] = trajectory_bytes(trajectories)
+        stats["result_bytes"] = trajectories.nbytes()
         self.last_rollout = stats
         return trajectories
+
+    def describe(self) -> str:
+        return f"{len(self.names)} Ray sampling actor(s): {', '.join(self.names)}"
+
+    @property
+    def worker_pids(self) -> List[int]:
+        return [] if self.closed else [self.where[a]["pid"] for a in self.live]
+
+    @property
+    def stats(self) -> Dict[str, Any]:
+        return dict(self.last_rollout)
 
     def close(self) -> None:
         if self.closed:
@@ -314,7 +305,7 @@ def _split(num_tasks: int, weights: List[int], offset: int = 0) -> List[tuple]:
     return [(offset + int(lo), offset + int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def _encode_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> dict:
+def _encode_params(policy: torch.nn.Module, per_task) -> dict:
     """The policy's state and each distinct per-task dict, as numpy arrays (put once per rollout)."""
     own = {name: t.detach().cpu().numpy() for name, t in policy.state_dict().items()}
     distinct: List[Dict[str, np.ndarray]] = []
@@ -353,21 +344,21 @@ def _payload_bytes(payload: dict) -> int:
     return int(sum(a.nbytes for a in arrays))
 
 
-def _concatenate(groups: List[Dict[str, np.ndarray]]) -> Trajectories:
+def _concatenate(groups: List[Trajectories]) -> Trajectories:
     """The groups' arrays side by side on the slot axis, padded to the longest episode."""
-    T = max(g["observations"].shape[0] for g in groups)
+    T = max(g.observations.shape[0] for g in groups)
     out = {}
     for name in ("observations", "actions", "rewards", "infos"):
-        first = groups[0][name]
-        array = np.zeros((T, sum(g[name].shape[1] for g in groups), *first.shape[2:]), dtype=first.dtype)
+        first = getattr(groups[0], name)
+        array = np.zeros((T, sum(getattr(g, name).shape[1] for g in groups), *first.shape[2:]), dtype=first.dtype)
         lo = 0
         for g in groups:
-            part = g[name]
+            part = getattr(g, name)
             array[:part.shape[0], lo:lo + part.shape[1]] = part
             lo += part.shape[1]
         out[name] = array
     for name in ("lengths", "end_reason"):
-        out[name] = np.concatenate([g[name] for g in groups])
+        out[name] = np.concatenate([getattr(g, name) for g in groups])
     return Trajectories(**out)
 
 

@@ -1,17 +1,37 @@
-"""Actions from a policy's distribution and noise drawn before the rollout.
+"""Everything random in a rollout: reset seeds, action noise, and actions from noise.
 
-Drawing all the noise of a call up front, indexed by (time step, slot), makes
-every action a function of the seed, the call, the step and the slot only:
-not of how many workers there are, which of them answered first, or which
-device the policy runs on.
+Every seed and every noise value is a function of (seed, call, slot) only,
+and all the noise of a call is drawn up front, indexed by (time step, slot):
+so every action depends on the seed, the call, the step and the slot, not
+on how many workers there are, which of them answered first, or which device
+the policy runs on.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch.distributions import Categorical, Distribution, Independent, Normal
+
+from .request import ActionMode
+
+
+def slot_seeds(seed: int, call: int, num_slots: int) -> np.ndarray:
+    """The reset seed of every slot of rollout ``call``."""
+    return np.random.SeedSequence([seed, call]).generate_state(num_slots)
+
+
+def call_noise(seed: int, call: int, horizon: int, num_slots: int, action_shape: Sequence[int], discrete: bool) -> torch.Tensor:
+    """The action noise ``[T, S, ...]`` of every slot of rollout ``call``."""
+    generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, call, 1]).generate_state(1)[0]))
+    return draw_noise(horizon, num_slots, action_shape, discrete, generator)
+
+
+def fallback_seed(seed: int, call: int) -> int:
+    """Seed of ``sample()`` for distributions other than Normal and Categorical."""
+    return int(np.random.SeedSequence([seed, call, 2]).generate_state(1)[0])
 
 
 def draw_noise(horizon: int, num_slots: int, action_shape: Sequence[int], discrete: bool, generator: torch.Generator) -> torch.Tensor:
@@ -22,18 +42,8 @@ def draw_noise(horizon: int, num_slots: int, action_shape: Sequence[int], discre
     return torch.randn((horizon, num_slots, *action_shape), generator=generator)
 
 
-ACTION_MODES = ("sample", "mean")
-
-
-def check_action_mode(actions: str) -> str:
-    if actions not in ACTION_MODES:
-        raise ValueError(f"actions={actions!r}: use 'sample' (draw from the policy) or 'mean' "
-                         "(its most likely action, for evaluation)")
-    return actions
-
-
 def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback_seed: int,
-                       mode: str = "sample") -> torch.Tensor:
+                       mode: ActionMode = ActionMode.SAMPLE) -> torch.Tensor:
     """Sample ``distribution`` (batch shape ``[N]`` or ``[K, B]``) with ``noise``.
 
     Normal policies use ``mean + std * noise``; categorical ones invert the
@@ -45,7 +55,7 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
     index among ties), or another distribution's ``mean``.
     """
     base = distribution.base_dist if isinstance(distribution, Independent) else distribution
-    mean = mode == "mean"
+    mean = ActionMode(mode) is ActionMode.MEAN
     if isinstance(base, Normal):
         loc = base.loc.detach().cpu()
         event = loc.shape[-1:] if isinstance(distribution, Independent) else ()

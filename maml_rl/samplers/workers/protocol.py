@@ -1,11 +1,11 @@
-"""The env pool protocol: what MultiTaskSampler needs from a backend.
+"""The env pool protocol: what a backend needs from a pool of env workers.
 
 A pool owns ``capacity`` env slots split over ``num_workers`` workers
 (``ranges[w]``: worker ``w``'s contiguous slots) and the trajectory buffers
 (``views``) those workers write. One rollout is::
 
     pool.assign(num_slots)        # the slots of this call, split over the workers
-    pool.reset_task(tasks)        # a task per slot
+    pool.reset_task(tasks)        # a task per slot (first_slot=: how messages number them)
     pool.reset(seeds)             # a seed per slot; first observations in views
     pool.step(workers, t)         # workers step their running slots with actions[t]
     pool.wait(workers)            # ... or pool.wait_any() -> the workers done
@@ -15,9 +15,9 @@ A pool owns ``capacity`` env slots split over ``num_workers`` workers
 The order is checked here, once for every backend (as gymnasium's
 ``AsyncVectorEnv`` checks its ``AsyncState``): a call out of order raises
 :class:`PoolStateError` at once, instead of waiting forever on a worker
-that was never asked to do anything, or stepping one twice. A backend
+that was never asked to do anything, or stepping one twice. A pool
 implements the underscored methods; ``InProcessPool`` and ``ChildEnvPool``
-in ``vector_env`` do, and so can a new one (a pool of remote machines).
+in ``pools`` do, and so can a new one. Torch-free.
 """
 
 from __future__ import annotations
@@ -25,20 +25,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Sequence
 
-from .errors import PoolStateError, SamplerClosedError
+from ..errors import PoolStateError, SamplerClosedError
+from .buffers import BufferViews
 
 
 class EnvPool(ABC):
-    """Base of the sampler's backends; checks the order of the calls.
+    """Base of the env pools; checks the order of the calls.
 
     Subclasses set ``views``, ``ranges``, ``capacity`` and ``num_workers``
     and implement the underscored methods, which run only in a legal state.
     """
 
-    views: Any
-    # Slot s is named slot_offset + s in error messages (a Ray actor's pool
-    # holds part of a larger call).
-    slot_offset: int = 0
+    views: BufferViews
     ranges: List[range]
     capacity: int
     num_workers: int
@@ -68,13 +66,14 @@ class EnvPool(ABC):
         self._slots = num_slots
         self._tasks_set = self._reset_done = False
 
-    def reset_task(self, tasks: Sequence[Any]) -> None:
-        """Give every assigned slot its task."""
+    def reset_task(self, tasks: Sequence[Any], first_slot: int = 0) -> None:
+        """Give every assigned slot its task; error messages name slot ``s``
+        as ``first_slot + s`` (a Ray actor's pool holds part of a larger call)."""
         self._check_open("reset_task")
         self._check_idle("reset_task")
         self._check_count("reset_task", "tasks", len(tasks))
         self._reset_done = False
-        self._reset_task(tasks)
+        self._reset_task(tasks, first_slot)
         self._tasks_set = True
 
     def reset(self, seeds: Sequence[int]) -> None:
@@ -128,13 +127,18 @@ class EnvPool(ABC):
         self.closed = True
         self._close()
 
-    # -- what a backend implements -----------------------------------------
+    @property
+    @abstractmethod
+    def worker_pids(self) -> List[int]:
+        """The process ids of the live worker processes (none in process)."""
+
+    # -- what a pool implements ---------------------------------------------
 
     @abstractmethod
     def _assign(self, num_slots: int) -> None: ...
 
     @abstractmethod
-    def _reset_task(self, tasks: Sequence[Any]) -> None: ...
+    def _reset_task(self, tasks: Sequence[Any], first_slot: int) -> None: ...
 
     @abstractmethod
     def _reset(self, seeds: Sequence[int]) -> None: ...

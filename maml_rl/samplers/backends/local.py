@@ -1,0 +1,99 @@
+"""Rollouts on this machine: an env pool of ChildEnv processes, or this process."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from typing import Any, Callable, List, Optional
+
+import numpy as np
+
+from ..env_setup import Workload
+from ..rollout.actions import ActionFunction, rollout_torch_settings
+from ..rollout.loop import run_rollout
+from ..rollout.noise import call_noise, fallback_seed, slot_seeds
+from ..rollout.request import RolloutRequest
+from ..settings import ExecutionSettings, Layout
+from ..workers.buffers import Trajectories
+from ..workers.memory import check_memory
+from ..workers.pools import ChildEnvPool, InProcessPool
+from ..workers.protocol import EnvPool
+from .base import RolloutBackend
+
+
+class LocalBackend(RolloutBackend):
+    """One env pool, kept between calls and rebuilt larger when a call needs more slots.
+
+    :param workload: the env, the buffers' spec and the episodes per task.
+    :param settings: start method and lockstep or partial.
+    :param layout: worker processes and fast-path threads on this machine.
+    :param env_fn: the env factory (``workload.env_fn_bytes`` unpickled).
+    :param policy: evaluated in this process on every slot.
+    :param split_invariant: evaluate a policy that cannot take stacked
+        parameters once per task (see ``rollout.actions.ActionFunction``).
+    """
+
+    def __init__(self, workload: Workload, settings: ExecutionSettings, layout: Layout, env_fn: Callable[[], Any],
+                 policy, split_invariant: bool = False):
+        self.workload = workload
+        self.settings = settings
+        self.layout = layout
+        self.env_fn = env_fn
+        self.policy = policy
+        self.split_invariant = split_invariant
+        #: The env pool of the last rollout (``None`` before the first and after ``close``).
+        self.pool: Optional[EnvPool] = None
+
+    def run(self, request: RolloutRequest, device) -> Trajectories:
+        spec = self.workload.spec
+        slots = request.slots
+        seeds = slot_seeds(request.seed, request.call, request.total_slots)[slots.start:slots.stop]
+        try:
+            with rollout_torch_settings():
+                # The pool first: it checks that the request fits in memory, noise included.
+                pool = self._pool_for(request.num_slots)
+                noise = call_noise(request.seed, request.call, spec.horizon, request.total_slots, spec.action_shape,
+                                   spec.discrete)
+                act = ActionFunction(self.policy, request, device, noise[:, slots.start:slots.stop],
+                                     fallback_seed(request.seed, request.call), self.split_invariant)
+                run_rollout(pool, act, request.tasks, request.batch_size, seeds, self.settings.partial, slots.start)
+        except BaseException:
+            # A pool interrupted mid-step cannot be trusted; the next call starts a new one.
+            self.close()
+            raise
+        return self.pool.views.trajectories()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            pool.close()
+
+    def describe(self) -> str:
+        return f"{self.layout.num_workers} worker process(es)" if self.layout.num_workers else "this process"
+
+    @property
+    def worker_pids(self) -> List[int]:
+        return [] if self.pool is None else self.pool.worker_pids
+
+    def _pool_for(self, num_slots: int) -> EnvPool:
+        workload, layout = self.workload, self.layout
+        spec = workload.spec
+        if self.pool is not None and self.pool.capacity < num_slots:
+            self.close()
+        if self.pool is None:
+            processes = 0 if layout.num_workers == 0 else min(layout.num_workers, num_slots)
+            noise = 4 * spec.horizon * num_slots * int(np.prod(spec.action_shape))
+            check_memory(
+                env_fn=self.env_fn, env_fn_bytes=workload.env_fn_bytes,
+                ctx=mp.get_context(self.settings.start_method), num_slots=num_slots, num_processes=processes,
+                # The shared buffers, the action noise and the episodes' own copy of the trajectories.
+                buffer_bytes=2 * spec.trajectory_bytes(num_slots) + noise,
+                what=f"sampling {num_slots // workload.batch_size} tasks x {workload.batch_size} episodes "
+                     f"of {workload.env_name} at horizon {spec.horizon}",
+            )
+            if processes == 0:
+                self.pool = InProcessPool(self.env_fn, num_slots, spec, layout.batch_threads)
+            else:
+                self.pool = ChildEnvPool(workload.env_fn_bytes, processes, num_slots, spec,
+                                         self.settings.start_method, layout.batch_threads)
+        self.pool.assign(num_slots)
+        return self.pool

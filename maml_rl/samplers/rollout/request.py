@@ -1,0 +1,75 @@
+"""What one rollout is asked to do: tasks, parameters, seed, call, action mode, slots covered."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import torch
+
+Params = Dict[str, torch.Tensor]
+
+
+class ActionMode(str, enum.Enum):
+    """How the policy's distribution becomes actions."""
+
+    SAMPLE = "sample"  # draw from it (with the rollout's noise)
+    MEAN = "mean"  # its most likely action, for evaluation
+
+    @classmethod
+    def parse(cls, value: Any, argument: str = "actions") -> "ActionMode":
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"{argument}={value!r}: use 'sample' (draw from the policy) or 'mean' "
+                             "(its most likely action, for evaluation)") from None
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """One rollout: ``batch_size`` episodes of every task, with the seeds and
+    noise of rollout ``call`` of ``seed``.
+
+    A request may cover a contiguous group of the tasks of a larger call (a
+    Ray actor's share): ``tasks`` are then tasks ``first_task ..`` of a call
+    of ``total_tasks``, and get the seeds and noise of those slots of it.
+
+    :param per_task: each task's parameters (``None``: the policy's own).
+    """
+
+    tasks: Tuple[Any, ...]
+    per_task: Tuple[Optional[Params], ...]
+    seed: int
+    call: int
+    batch_size: int
+    actions: ActionMode = ActionMode.SAMPLE
+    first_task: int = 0
+    total_tasks: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if len(self.tasks) != len(self.per_task):
+            raise ValueError(f"got {len(self.per_task)} parameter sets for {len(self.tasks)} tasks")
+        if self.total_tasks is None:
+            object.__setattr__(self, "total_tasks", self.first_task + len(self.tasks))
+
+    @property
+    def num_slots(self) -> int:
+        """The slots of this request's tasks."""
+        return len(self.tasks) * self.batch_size
+
+    @property
+    def total_slots(self) -> int:
+        """The slots of the whole call."""
+        return self.total_tasks * self.batch_size
+
+    @property
+    def slots(self) -> range:
+        """This request's slots, numbered within the whole call."""
+        first = self.first_task * self.batch_size
+        return range(first, first + self.num_slots)
+
+    def group(self, lo: int, hi: int, per_task: Sequence[Optional[Params]]) -> "RolloutRequest":
+        """Tasks ``lo .. hi`` of this (whole-call) request, with ``per_task`` for them."""
+        return replace(self, tasks=tuple(self.tasks[lo:hi]), per_task=tuple(per_task),
+                       first_task=self.first_task + lo, total_tasks=self.total_tasks)

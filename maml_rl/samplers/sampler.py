@@ -1,0 +1,414 @@
+"""MultiTaskSampler: tasks in, per-task batches of episodes out.
+
+The facade of the sampler's layers (``docs/architecture.md``): it checks
+its arguments once (``settings``, ``env_setup``), asks a backend for each
+rollout (``backends``), and turns the trajectories into checked episodes
+(``trajectories``), with advantages when it has a baseline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from maml_rl.adaptation import InnerLoop, unstack_task_params
+from maml_rl.envs.meta_env import check_meta_env
+from maml_rl.episodes import BatchEpisodes, check_loss_averaging
+from maml_rl.hyperparameters import DEFAULTS
+
+from .backends.base import RolloutBackend
+from .backends.local import LocalBackend
+from .env_setup import (Workload, env_name_of, pickle_env_fn, resolve_env_fn, resolve_horizon,
+                        resolve_info_keys)
+from .errors import SamplerClosedError
+from .rollout.request import ActionMode, Params, RolloutRequest
+from .settings import RayOptions, local_layout, resolve_settings
+from .trajectories import behaviour_params, check_outputs, to_episodes
+from .workers.buffers import BufferSpec
+
+ParamsArg = Union[None, Params, Sequence[Params]]
+
+
+class MultiTaskSampler:
+    """Samples batches of episodes for many tasks at once, in parallel.
+
+    For K tasks and ``batch_size`` episodes each, a call uses ``K * batch_size``
+    env slots; slot ``j`` runs one episode of task ``j // batch_size``. The
+    slots are split into contiguous ranges, one per ChildEnv worker process,
+    which steps its envs serially and exchanges actions, observations and
+    rewards with this process through shared memory, one wake-up per worker
+    per step. The policy runs here, batched over every slot, with each task's
+    own parameters after adaptation.
+
+    Everything is reproducible from ``seed``: env seeds and action noise
+    derive from the seed, the number of rollouts so far and the slot, so the
+    same seed gives bit-identical episodes whatever ``num_workers``, the start
+    method or ``partial``.
+
+    :param env_name: a registered gymnasium id (``import maml_rl.envs``
+        registers this package's), used with ``env_kwargs`` unless ``env_fn``
+        is given.
+    :param env_kwargs: keyword arguments for ``gymnasium.make``.
+    :param batch_size: episodes per task per rollout.
+    :param policy: a ``torch.nn.Module`` mapping observations (and an optional
+        ``params=`` dict) to a ``torch.distributions.Distribution``.
+    :param baseline: a baseline with ``fit(episodes)`` and
+        ``forward(episodes)`` (e.g. ``LinearFeatureBaseline``), used to
+        compute advantages; ``None`` skips them.
+    :param env_fn: any picklable callable returning a meta-learning env
+        (with ``sample_tasks`` and ``reset_task``): a class, a function, a
+        lambda or a ``functools.partial``; replaces ``env_name``/``env_kwargs``.
+    :param seed: seed of everything random in sampling; ``None`` draws one
+        (readable as ``sampler.seed``).
+    :param num_workers: ChildEnv processes; ``0`` steps the envs in this
+        process. Default: the number of CPUs this process may use, except on
+        the MuJoCo fast path, where the default is ``0`` with one
+        ``mujoco.batch`` thread per CPU (faster than as many processes).
+    :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; default
+        forkserver where available, else spawn.
+    :param partial: if true, step each worker again as soon as it is ready
+        instead of waiting for all of them at every step (see the README for
+        when this pays).
+    :param max_episode_steps: rollout horizon; default the env's
+        ``spec.max_episode_steps`` (or its ``TimeLimit``). For an env with no
+        time limit at all, episodes must end on their own within
+        ``NO_TIME_LIMIT_CAP`` (1000) steps, or sampling fails saying so.
+    :param mujoco_batch: the MuJoCo fast path, for envs that implement
+        ``maml_rl.envs.vectorised.VectorisedMujocoEnv`` (this package's
+        HalfCheetah and Ant envs): each worker steps all its envs with one
+        ``mujoco.batch`` call per step, with bit-identical results. ``None``
+        (default) uses it where it can, and logs one line saying why not for
+        an env that implements it; ``True`` requires it (``ValueError`` if it
+        cannot be used); ``False`` steps one env at a time.
+    :param batch_threads: threads of each fast-path ``Batch``. Default: 1
+        per worker process; with ``num_workers=0``, the CPUs this process may
+        use (the batch then runs them in this process).
+    :param info_keys: keys of ``step()``'s ``info`` whose values (numbers or
+        bools, at every step) the workers carry through the shared buffers
+        into ``BatchEpisodes.infos``, e.g. ``("success",)``. Default: the
+        env's own ``info_keys`` attribute (Meta-World's envs: ``success``),
+        else none. Carrying any steps the envs one at a time (the MuJoCo
+        fast path computes no info).
+    :param backend: ``"local"`` (this machine) or ``"ray"`` (sampling actors
+        across a Ray cluster, with ``ray_address``, ``ray_actors`` and
+        ``ray_cpus_per_actor``; see ``docs/ray.md``).
+
+    Example::
+
+        import maml_rl.envs
+        from maml_rl.baseline import LinearFeatureBaseline
+        from maml_rl.policies import NormalMLPPolicy
+        from maml_rl.samplers import MultiTaskSampler
+
+        if __name__ == "__main__":
+            policy = NormalMLPPolicy(2, 2, hidden_sizes=(64, 64))
+            with MultiTaskSampler("2DNavigation-v0", {}, 20, policy,
+                                  LinearFeatureBaseline(2), seed=1) as sampler:
+                tasks = sampler.sample_tasks(8)
+                train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+
+    The sampler is not thread-safe: one thread at a time may use it (a second
+    concurrent call raises ``RuntimeError``).
+    """
+
+    def __init__(
+        self,
+        env_name: Optional[str] = None,
+        env_kwargs: Optional[dict] = None,
+        batch_size: int = 20,
+        policy: Optional[torch.nn.Module] = None,
+        baseline: Any = None,
+        *,
+        env_fn: Optional[Callable[[], gym.Env]] = None,
+        seed: Optional[int] = None,
+        num_workers: Optional[int] = None,
+        start_method: Optional[str] = None,
+        partial: bool = False,
+        max_episode_steps: Optional[int] = None,
+        mujoco_batch: Optional[bool] = None,
+        batch_threads: Optional[int] = None,
+        backend: str = "local",
+        ray_address: Optional[str] = None,
+        ray_actors: Optional[int] = None,
+        ray_cpus_per_actor: Optional[int] = None,
+        info_keys: Optional[Sequence[str]] = None,
+    ):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if policy is None or not callable(policy):
+            raise TypeError(f"policy must be a torch.nn.Module returning a Distribution, got {policy!r}")
+        self.batch_size = batch_size
+        self.policy = policy
+        self.baseline = baseline
+        settings = resolve_settings(
+            num_workers=num_workers, start_method=start_method, partial=partial, mujoco_batch=mujoco_batch,
+            batch_threads=batch_threads, backend=backend,
+            ray=RayOptions(ray_address, ray_actors, ray_cpus_per_actor),
+        )
+        self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
+        self.env_fn = resolve_env_fn(env_name, env_kwargs, env_fn)
+        env_fn_bytes = pickle_env_fn(self.env_fn)
+        # One env in this process: the task distribution, the spaces, the horizon.
+        self.env = self.env_fn()
+        check_meta_env(self.env)
+        self.env.reset(seed=self.seed)
+        self.observation_space = self.env.observation_space
+        self.action_space = self.env.action_space
+        env_name = env_name_of(self.env)
+        self.horizon, horizon_is_cap = resolve_horizon(self.env, max_episode_steps)
+        self.info_keys = resolve_info_keys(self.env, info_keys)
+        spec = BufferSpec.for_spaces(self.observation_space, self.action_space, self.horizon, self.info_keys)
+        #: How rollouts run (frozen): backend, start method, partial, fast path, Ray options.
+        self.settings = settings.for_env(self.env, env_name, self.info_keys)
+        #: The env, the buffers' spec and the episodes per task, as every backend gets them.
+        self.workload = Workload(env_fn_bytes, env_name, spec, batch_size, horizon_is_cap)
+        layout = local_layout(self.settings)
+        self._backend: RolloutBackend
+        if self.settings.backend == "local":
+            self._backend = LocalBackend(self.workload, self.settings, layout, self.env_fn, policy)
+        else:
+            from .backends.ray import RayBackend
+
+            self._backend = RayBackend(self.workload, self.settings, policy)
+        self.num_workers = layout.num_workers
+        self._num_rollouts = 0
+        self.closed = False
+        # Not thread-safe by design (one shared set of buffers and workers):
+        # a second concurrent call is refused rather than left to corrupt both.
+        self._lock = threading.Lock()
+        self._busy_with = ""
+
+    # Read-only views of the settings, under the constructor's names.
+    backend = property(lambda self: self.settings.backend, doc="``\"local\"`` or ``\"ray\"``.")
+    start_method = property(lambda self: self.settings.start_method)
+    partial = property(lambda self: self.settings.partial)
+    mujoco_batch = property(lambda self: self.settings.fast_path, doc="Whether the MuJoCo fast path is used.")
+    batch_threads = property(lambda self: local_layout(self.settings).batch_threads,
+                             doc="Threads of each fast-path ``Batch`` on this machine (``None``: per-env path).")
+
+    @property
+    def rollout_backend(self) -> RolloutBackend:
+        """The backend that runs the rollouts, for inspection: ``worker_pids``,
+        ``stats``, ``describe()``; a local backend's ``pool`` (its ``views``
+        and ``buffers``), a Ray backend's ``where``, ``live`` and ``lost``."""
+        return self._backend
+
+    @property
+    def worker_pids(self) -> List[int]:
+        """Process ids of the live ChildEnv workers (or Ray sampling actors);
+        empty when this process steps the envs or before the first rollout."""
+        return self._backend.worker_pids
+
+    # -- public API ---------------------------------------------------------
+
+    def sample_tasks(self, num_tasks: int) -> List[Any]:
+        """Draw ``num_tasks`` tasks from the env's task distribution (seeded)."""
+        return list(self.env.unwrapped.sample_tasks(num_tasks))
+
+    def sample(
+        self,
+        tasks: Sequence[Any],
+        num_steps: Optional[int] = None,
+        fast_lr: Optional[float] = None,
+        gamma: float = DEFAULTS.gamma,
+        gae_lambda: float = DEFAULTS.gae_lambda,
+        device: Union[str, torch.device] = "cpu",
+        averaging: Optional[str] = None,
+        *,
+        inner_loop: Optional[InnerLoop] = None,
+        valid_actions: str = "sample",
+    ) -> Tuple[List[List[BatchEpisodes]], List[BatchEpisodes]]:
+        """Roll out, adapt, and roll out again with the adapted parameters.
+
+        The adaptation is :class:`~maml_rl.adaptation.InnerLoop`'s: ``num_steps``
+        REINFORCE steps of size ``fast_lr``, with ``averaging`` (``"step"`` or
+        ``"episode"``) weighing the steps of a task in the inner loss and the
+        advantage normalisation. Give either those three (defaults from
+        :data:`maml_rl.hyperparameters.DEFAULTS`) or ``inner_loop``, e.g. a
+        meta-learner's own ``learner.inner_loop``, so that both adapt alike.
+
+        ``valid_actions="mean"`` rolls out the adapted policies' most likely
+        actions after the last step (evaluation, as Meta-World's protocol
+        does); the adaptation episodes are always sampled.
+
+        :returns: ``(train_episodes, valid_episodes)``: ``train_episodes[step][task]``
+            are the episodes gathered before inner step ``step`` and
+            ``valid_episodes[task]`` those gathered after the last step. With
+            ``num_steps=0`` there is no adaptation: ``train_episodes`` is empty
+            and ``valid_episodes`` uses the current policy. Every batch records
+            the parameters that sampled it (``behaviour_params``).
+        """
+        inner_loop = _resolve_inner_loop(inner_loop, num_steps, fast_lr, averaging)
+        valid_mode = ActionMode.parse(valid_actions, "valid_actions")
+        if inner_loop.num_steps > 0 and self.baseline is None:
+            raise ValueError(
+                "sample() adapts with advantages, which need a baseline: create the sampler with "
+                "baseline=LinearFeatureBaseline(observation_size), or use num_steps=0"
+            )
+        with self._in_use("sample"):
+            params: ParamsArg = None
+            stacked: Optional[Params] = None
+            train_episodes = []
+            for _ in range(inner_loop.num_steps):
+                episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop)
+                train_episodes.append(episodes)
+                stacked = inner_loop.sampling_step(self.policy, episodes, stacked, device)
+                params = unstack_task_params(stacked)
+            valid_episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop,
+                                           valid_mode)
+        return train_episodes, valid_episodes
+
+    def rollout(
+        self,
+        tasks: Sequence[Any],
+        params: ParamsArg = None,
+        *,
+        gamma: float = DEFAULTS.gamma,
+        gae_lambda: float = DEFAULTS.gae_lambda,
+        device: Union[str, torch.device] = "cpu",
+        averaging: str = DEFAULTS.loss_averaging,
+        actions: str = "sample",
+    ) -> List[BatchEpisodes]:
+        """Roll out ``batch_size`` episodes of each task under given parameters.
+
+        The lower-level call for code with its own inner loop.
+
+        :param tasks: tasks from ``sample_tasks`` (or any the env accepts).
+        :param params: ``None`` for the policy's own parameters, one dict of
+            parameters for every task, or a list with one dict (or ``None``)
+            per task.
+        :param actions: ``"sample"`` draws from the policy; ``"mean"`` takes
+            its most likely action (Normal mean, categorical mode) at every
+            step, for evaluation. Such episodes are marked
+            (``actions_from == "mean"``) and refused by policy-gradient steps.
+        :returns: one ``BatchEpisodes`` per task, in the order of ``tasks``,
+            with advantages computed when a baseline was given (normalised
+            with ``averaging``'s weighting), and a copy of the parameters that
+            sampled them as ``behaviour_params``.
+        """
+        check_loss_averaging(averaging)
+        mode = ActionMode.parse(actions)
+        with self._in_use("rollout"):
+            return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, None, mode)
+
+    def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging, inner_loop,
+                 actions: ActionMode = ActionMode.SAMPLE) -> List[BatchEpisodes]:
+        if self.closed:
+            raise SamplerClosedError("the sampler is closed; create a new one")
+        tasks = list(tasks)
+        if not tasks:
+            raise ValueError("rollout() needs at least one task")
+        per_task = _per_task_params(params, len(tasks))
+        request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
+                                 actions)
+        self._num_rollouts += 1
+        try:
+            trajectories = self._backend.run(request, device)
+            check_outputs(trajectories, tasks, self.workload)
+            episodes = to_episodes(trajectories, tasks, self.workload, gamma, device)
+        except BaseException:
+            # Workers interrupted mid-step cannot be trusted; the next call starts new ones.
+            self._backend.close()
+            raise
+        for batch, behaviour in zip(episodes, behaviour_params(self.policy, per_task)):
+            batch.behaviour_params = behaviour
+            batch.inner_loop = inner_loop
+            batch.actions_from = actions.value
+        if self.baseline is not None:
+            for batch in episodes:
+                self.baseline.fit(batch)
+                batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True, averaging=averaging)
+        return episodes
+
+    @property
+    def backend_stats(self) -> Dict[str, Any]:
+        """What the last rollout moved, on ``backend="ray"``: the number of actors,
+        ``puts`` and ``put_bytes`` (the parameters, put into the object store once),
+        ``result_bytes`` (the trajectory arrays the actors returned), ``reruns``
+        (task groups re-run after losing an actor). Empty for the local backend."""
+        return self._backend.stats
+
+    def describe_backend(self) -> str:
+        """Where the rollouts run, in words (for the Ray backend: its actors and their nodes)."""
+        return self._backend.describe()
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs to continue exactly: the seed, the number
+        of rollouts so far and the state of the task generator."""
+        return {
+            "seed": self.seed,
+            "num_rollouts": self._num_rollouts,
+            "task_rng": self.env.unwrapped.np_random.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state_dict()``: later tasks and episodes are those
+        the original sampler would have produced."""
+        self.seed = int(state["seed"])
+        self._num_rollouts = int(state["num_rollouts"])
+        self.env.unwrapped.np_random.bit_generator.state = state["task_rng"]
+
+    def close(self) -> None:
+        """End the worker processes and release the shared memory; idempotent."""
+        if not self.closed:
+            self.closed = True
+            self._backend.close()
+            self.env.close()
+
+    def __enter__(self) -> "MultiTaskSampler":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"MultiTaskSampler(env_fn={self.env_fn!r}, batch_size={self.batch_size}, "
+            f"num_workers={self.num_workers}, start_method={self.start_method!r}, "
+            f"partial={self.partial}, mujoco_batch={self.mujoco_batch}, backend={self.backend!r}, seed={self.seed})"
+        )
+
+    # -- internals ----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _in_use(self, call: str):
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"MultiTaskSampler.{call}() was called while {self._busy_with} is still running: "
+                "the sampler is not thread-safe. Use one sampler per thread, or a lock around its calls."
+            )
+        self._busy_with = f"{call}() in thread {threading.current_thread().name!r}"
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+
+def _per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]:
+    if params is None or isinstance(params, dict):
+        return [params] * num_tasks
+    params = list(params)
+    if len(params) != num_tasks:
+        raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
+    return params
+
+
+def _resolve_inner_loop(inner_loop: Optional[InnerLoop], num_steps, fast_lr, averaging) -> InnerLoop:
+    if inner_loop is not None:
+        given = [name for name, value in (("num_steps", num_steps), ("fast_lr", fast_lr), ("averaging", averaging))
+                 if value is not None]
+        if given:
+            raise ValueError(f"give inner_loop or {', '.join(given)}, not both: inner_loop already sets them")
+        if not isinstance(inner_loop, InnerLoop):
+            raise TypeError(f"inner_loop must be a maml_rl.adaptation.InnerLoop, got {inner_loop!r}")
+        return inner_loop
+    return InnerLoop(
+        fast_lr=DEFAULTS.fast_lr if fast_lr is None else fast_lr,
+        num_steps=DEFAULTS.num_steps if num_steps is None else num_steps,
+        averaging=DEFAULTS.loss_averaging if averaging is None else averaging,
+    )

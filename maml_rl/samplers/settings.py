@@ -1,0 +1,159 @@
+"""How a sampler runs, decided once: workers, start method, lockstep or partial,
+the MuJoCo fast path, local or Ray.
+
+:func:`resolve_settings` checks the sampler's arguments before anything is
+built and :meth:`ExecutionSettings.for_env` decides the fast path from the
+env, into one frozen :class:`ExecutionSettings`; :meth:`ExecutionSettings.layout`
+turns it into the worker processes and fast-path threads of one machine's
+share, the same rule for this process and for a Ray actor on its own CPUs.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import gymnasium as gym
+
+from maml_rl.envs.vectorised import VectorisedMujocoEnv
+
+from .workers.processes import usable_cpus
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how many Ray sampling actors (see ``backends.ray``)."""
+
+    address: Optional[str] = None
+    actors: Optional[int] = None
+    cpus_per_actor: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One machine's share: ``num_workers`` ChildEnv processes (``0``: this
+    process), each stepping its envs through the MuJoCo fast path on
+    ``batch_threads`` threads, or one env at a time when ``None``."""
+
+    num_workers: int
+    batch_threads: Optional[int]
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """How rollouts run. ``num_workers`` and ``batch_threads`` are as asked
+    (``None``: decided by :meth:`layout` for the CPUs at hand); ``fast_path``
+    is as asked (``None``: where possible) until :meth:`for_env` decides it."""
+
+    backend: str
+    start_method: str
+    partial: bool
+    fast_path: Optional[bool]
+    num_workers: Optional[int] = None
+    batch_threads: Optional[int] = None
+    ray: Optional[RayOptions] = None
+
+    def for_env(self, env: gym.Env, env_name: str, info_keys) -> "ExecutionSettings":
+        """These settings with the fast path decided for ``env`` (``ValueError``
+        if it was required and cannot be used)."""
+        return replace(self, fast_path=_fast_path(env, env_name, self.fast_path, info_keys))
+
+    def layout(self, cpus: int) -> Layout:
+        """Workers and fast-path threads on ``cpus`` CPUs.
+
+        By default the fast path runs its ``Batch`` threads in this process
+        (measured faster than as many worker processes, at 40 and at 800
+        slots: ``benchmarks/sampler_throughput.py``), and so does everything
+        on one CPU (a worker process would add round trips and no CPU);
+        otherwise one worker process per CPU.
+        """
+        num_workers = self.num_workers
+        if num_workers is None:
+            num_workers = 0 if self.fast_path or cpus == 1 else cpus
+        if not self.fast_path:
+            return Layout(num_workers, None)
+        threads = self.batch_threads
+        if threads is None:
+            threads = cpus if num_workers == 0 else 1
+        return Layout(num_workers, threads)
+
+
+def resolve_settings(*, num_workers: Optional[int] = None,
+                     start_method: Optional[str] = None, partial: bool = False, mujoco_batch: Optional[bool] = None,
+                     batch_threads: Optional[int] = None, backend: str = "local", ray: Optional[RayOptions] = None
+                     ) -> ExecutionSettings:
+    """Check the sampler's execution arguments (the fast path is decided by ``for_env``)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    ray = ray or RayOptions()
+    if backend != "ray" and ray != RayOptions():
+        raise ValueError("ray_address, ray_actors and ray_cpus_per_actor apply to backend='ray' only")
+    for name, value in (("ray_actors", ray.actors), ("ray_cpus_per_actor", ray.cpus_per_actor)):
+        if value is not None and not _positive_int(value):
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0):
+        raise ValueError(f"num_workers must be an int >= 0 (0 steps the envs in this process), got {num_workers!r}")
+    if batch_threads is not None and not _positive_int(batch_threads):
+        raise ValueError(f"batch_threads must be a positive int, got {batch_threads!r}")
+    if mujoco_batch not in (None, True, False):
+        raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {mujoco_batch!r}")
+    return ExecutionSettings(
+        backend=backend,
+        start_method=_start_method(start_method),
+        partial=bool(partial),
+        fast_path=mujoco_batch,
+        num_workers=num_workers,
+        batch_threads=batch_threads,
+        ray=ray if backend == "ray" else None,
+    )
+
+
+def local_layout(settings: ExecutionSettings) -> Layout:
+    """The layout on this machine's usable CPUs."""
+    return settings.layout(usable_cpus())
+
+
+def _positive_int(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 1
+
+
+def _start_method(start_method: Optional[str]) -> str:
+    available = mp.get_all_start_methods()
+    if start_method is None:
+        return "forkserver" if "forkserver" in available else "spawn"
+    if start_method not in available:
+        raise ValueError(f"start_method {start_method!r} is not available here; choose one of {available}")
+    return start_method
+
+
+def _fast_path(env: gym.Env, env_name: str, requested: Optional[bool], info_keys) -> bool:
+    """Whether the workers step ``env`` through the MuJoCo fast path."""
+    if requested is False:
+        return False
+    if info_keys and isinstance(env.unwrapped, VectorisedMujocoEnv):
+        if requested:
+            raise ValueError(f"mujoco_batch=True, but info_keys={tuple(info_keys)!r} are asked for: the MuJoCo fast "
+                             "path computes no step info; pass info_keys=() or mujoco_batch=None")
+        return False
+    if not isinstance(env.unwrapped, VectorisedMujocoEnv):
+        if requested:
+            raise ValueError(
+                f"mujoco_batch=True, but {env_name} does not implement maml_rl.envs.vectorised.VectorisedMujocoEnv; "
+                "leave mujoco_batch at None to step it one env at a time"
+            )
+        return False
+    from .workers.batched_child_env import batch_support
+
+    reason = batch_support(env)
+    if reason is None:
+        return True
+    if requested:
+        raise ValueError(f"mujoco_batch=True, but the MuJoCo fast path cannot step {env_name}: {reason}")
+    logger.warning("MultiTaskSampler: stepping %s one env at a time, without the MuJoCo fast path: %s", env_name, reason)
+    return False

@@ -1,0 +1,97 @@
+"""From a backend's trajectory arrays to checked, per-task episodes."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from maml_rl.adaptation import meta_parameters
+from maml_rl.episodes import BatchEpisodes
+
+from .env_setup import Workload
+from .errors import EnvOutputError
+from .rollout.request import Params
+from .workers.buffers import EndReason, Trajectories
+
+
+def check_outputs(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload) -> None:
+    """Refuse what the env returned that would silently poison the losses: non-finite
+    observations or rewards, and, for an env without a time limit, episodes it never ended."""
+    views, batch_size = trajectories, workload.batch_size
+    num_slots = len(tasks) * batch_size
+    lengths = views.lengths[:num_slots]
+    horizon = int(lengths.max())
+    valid = np.arange(horizon)[:, None] < lengths[None, :]
+    observations = views.observations[:horizon, :num_slots]
+    for name, values in (("observation", observations), ("reward", views.rewards[:horizon, :num_slots])):
+        if not np.issubdtype(values.dtype, np.floating):
+            continue
+        finite = np.isfinite(values).reshape(horizon, num_slots, -1).all(axis=2)
+        bad = np.argwhere(valid & ~finite)
+        if len(bad):
+            t, slot = (int(i) for i in bad[0])
+            # Observation row t comes from step t - 1 (row 0 from reset); reward row t from step t.
+            step = t if name == "reward" else t - 1
+            where = "from reset()" if step < 0 else f"from step() {step}"
+            stored_as = "its observation space's dtype" if name == "observation" else "rewards"
+            raise EnvOutputError(
+                f"{workload.env_name} returned a non-finite {name} {values[t, slot].tolist()!r} {where} "
+                f"of env slot {slot} (task {tasks[slot // batch_size]!r}), in {len(bad)} place(s) in all. "
+                f"Check the env; a value beyond the range of {values.dtype} ({stored_as}) also becomes inf."
+            )
+    if workload.horizon_is_cap:
+        unended = np.flatnonzero(views.end_reason[:num_slots] == EndReason.HORIZON)
+        if len(unended):
+            slot = int(unended[0])
+            raise EnvOutputError(
+                f"{workload.env_name} has no time limit and did not end the episode of env slot {slot} "
+                f"(task {tasks[slot // batch_size]!r}) within {workload.spec.horizon} steps, the sampler's safety "
+                "cap: pass max_episode_steps= to the sampler (or wrap the env in gymnasium's TimeLimit)."
+            )
+
+
+def to_episodes(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload, gamma: float,
+                device) -> List[BatchEpisodes]:
+    """One masked copy of the used part of the buffers, laid out task-major
+    so that each task's ``[T, B, ...]`` tensors are contiguous."""
+    views, info_keys = trajectories, workload.spec.info_keys
+    K, B = len(tasks), workload.batch_size
+    lengths = torch.from_numpy(views.lengths[:K * B].copy())
+    horizon = int(lengths.max())
+    invalid = (torch.arange(horizon).unsqueeze(1) >= lengths.unsqueeze(0)).view(horizon, K, B).transpose(0, 1)
+
+    def per_task(array: np.ndarray) -> torch.Tensor:
+        tensor = torch.from_numpy(array[:horizon, :K * B])
+        rest = tensor.shape[2:]
+        # Always a copy: `.contiguous()` would return a view of the shared
+        # buffer when K == 1 or horizon == 1, and the next rollout would
+        # overwrite the episodes handed out by this one.
+        tensor = tensor.reshape(horizon, K, B, *rest).transpose(0, 1).clone(memory_format=torch.contiguous_format)
+        # Rows past an episode's end hold stale values from earlier calls.
+        return tensor.masked_fill_(invalid.reshape(K, horizon, B, *([1] * len(rest))), 0)
+
+    observations, actions, rewards = (per_task(a) for a in (views.observations, views.actions, views.rewards))
+    lengths = lengths.view(K, B)
+    infos = per_task(views.infos) if info_keys else None
+    return [
+        BatchEpisodes(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device,
+                      infos=None if infos is None else
+                      {key: infos[k, ..., i] for i, key in enumerate(info_keys)})
+        for k, task in enumerate(tasks)
+    ]
+
+
+def behaviour_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> List[Params]:
+    """A detached copy of the parameters each task was sampled with (one copy per distinct dict)."""
+    copies: Dict[int, Params] = {}
+    out = []
+    for params in per_task:
+        key = id(params)
+        if key not in copies:
+            source = meta_parameters(policy) if params is None else params.items()
+            copies[key] = OrderedDict((name, p.detach().clone()) for name, p in source)
+        out.append(copies[key])
+    return out

@@ -1,0 +1,218 @@
+"""The entry point of a ChildEnv worker process and its command protocol.
+
+The main process writes a command code into ``command[w]`` (plus, for the
+rare commands, a pickled payload into the worker's pipe) and releases the
+worker's ``wake`` semaphore. The worker carries the command out, writes
+``status[w]``, sets ``ready[w]`` and releases the ``ready`` semaphore shared
+by all workers. A step costs one wake-up each way and no pickling: actions,
+observations and rewards live in shared buffers.
+
+This module runs inside worker processes. It imports neither torch nor the
+layers above, so a spawned worker starts quickly and a forked one holds no
+torch state.
+"""
+
+from __future__ import annotations
+
+import enum
+import multiprocessing
+import multiprocessing.spawn
+import os
+import pickle
+import signal
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+from .buffers import BufferViews
+from .child_env import ChildEnv
+
+
+class Command(enum.IntEnum):
+    """Codes written into ``command[w]``."""
+
+    STEP = 1
+    RESET_TASK = 2
+    RESET = 3
+    CLOSE = 4
+
+
+class Status(enum.IntEnum):
+    """Codes written into ``status[w]``."""
+
+    OK = 0
+    FAILED = 1
+
+
+STEP, RESET_TASK, RESET, CLOSE = Command.STEP, Command.RESET_TASK, Command.RESET, Command.CLOSE
+OK, FAILED = Status.OK, Status.FAILED
+
+# How often an idle worker checks that the main process is still alive.
+PARENT_CHECK_INTERVAL = 1.0
+
+
+def make_child_env(env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
+                   info_keys: Sequence[str] = (), batch_threads: Optional[int] = None) -> ChildEnv:
+    """A ChildEnv, or with ``batch_threads`` the MuJoCo fast path's
+    ``BatchedChildEnv`` on that many threads (imported only then: it needs
+    ``mujoco.batch``, which other envs may not)."""
+    if batch_threads is None:
+        return ChildEnv(env_fn, num_envs, buffers, index, info_keys)
+    from .batched_child_env import BatchedChildEnv
+
+    return BatchedChildEnv(env_fn, num_envs, buffers, index, info_keys, nthread=batch_threads)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a worker process builds (sent once, at its start).
+
+    :param env_fn_bytes: the env factory, pickled with cloudpickle.
+    :param num_envs: envs to build (the most slots the worker is ever given).
+    :param info_keys: keys of ``step()``'s info carried into the buffers.
+    :param batch_threads: step the envs through the MuJoCo fast path on this
+        many threads; ``None`` steps them one at a time.
+    :param main_module: under spawn and forkserver, how to import the user's
+        main module, which the worker skips (``pools`` explains why) unless
+        building the envs fails without it.
+    :param start_method: the start method the worker was created with.
+    """
+
+    env_fn_bytes: bytes
+    num_envs: int
+    info_keys: Tuple[str, ...] = ()
+    batch_threads: Optional[int] = None
+    main_module: Optional[dict] = None
+    start_method: Optional[str] = None
+
+
+def worker_main(index: int, config: WorkerConfig, buffers, wake, ready, conn) -> None:
+    """Entry point of a ChildEnv process: build the envs, then serve commands.
+
+    The main process owns the lifetime: a worker exits on ``CLOSE``, and on
+    its own when the main process has died.
+    """
+    # Ctrl-C reaches the whole process group, and so does SIGHUP when the
+    # terminal closes; the main process shuts the workers down (or they
+    # notice it is gone), so they must not die half-way through a step.
+    # SIGTERM keeps its default: it is how the main process ends a worker
+    # that does not exit on CLOSE.
+    for name in ("SIGINT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    views = buffers.views()
+    try:
+        child = _build(config, views, index)
+    except _StartUpError as error:
+        conn.send(("error", str(error)))
+        return
+    conn.send(("ready", None))
+    try:
+        _serve(child, views, index, wake, ready, conn, _main_process_watch(config.start_method))
+    finally:
+        child.close()
+
+
+class _StartUpError(Exception):
+    """The envs could not be built; the message holds the traceback(s)."""
+
+
+def _build(config: WorkerConfig, views: BufferViews, index: int) -> ChildEnv:
+    """The worker's ChildEnv, retried after importing the main module when
+    the first attempt fails and the main module was skipped."""
+    import cloudpickle
+
+    def build() -> ChildEnv:
+        return make_child_env(cloudpickle.loads(config.env_fn_bytes), config.num_envs, views, index,
+                              config.info_keys, config.batch_threads)
+
+    main_module = config.main_module
+    try:
+        return build()
+    except BaseException:
+        first = traceback.format_exc()
+    if not main_module:
+        raise _StartUpError(f"while building the envs:\n{first}")
+    where = main_module.get("init_main_from_path") or main_module.get("init_main_from_name")
+    try:
+        # What multiprocessing would have done first: run the main module as __mp_main__.
+        multiprocessing.spawn.prepare(dict(main_module))
+    except BaseException:
+        raise _StartUpError(
+            f"while building the envs:\n{first}\n"
+            f"Importing your main module {where} (as __mp_main__) in case the envs need it failed too:\n"
+            f"{traceback.format_exc()}\n"
+            "The code that creates the sampler must sit under `if __name__ == \"__main__\":`."
+        ) from None
+    try:
+        return build()
+    except BaseException:
+        raise _StartUpError(
+            f"while building the envs (the second time, after importing your main module {where}):\n"
+            f"{traceback.format_exc()}"
+        ) from None
+
+
+def _main_process_watch(start_method: Optional[str] = None) -> Callable[[], bool]:
+    """A check that the main process is still alive.
+
+    Under fork the main process is our parent, so a change of parent tells
+    (its sentinel pipe may be held open by sibling workers). Under forkserver
+    our parent is the forkserver, which outlives the main process while any
+    worker lives, and may also die before it (SIGHUP to the process group,
+    which the main process may survive); there the parent sentinel, a pipe
+    from the main process that reads end-of-file once it has died, tells.
+    """
+    parent = os.getppid()
+    main = multiprocessing.parent_process()
+    if start_method == "forkserver" and main is not None:
+        return main.is_alive
+    return lambda: os.getppid() == parent and (main is None or main.is_alive())
+
+
+class _MainProcessGone(Exception):
+    """The main process died while this worker waited on it."""
+
+
+def _receive(conn, main_alive: Callable[[], bool]) -> Any:
+    """A command's payload. The main process sends it just after the wake-up,
+    so it may die in between; under fork, sibling workers keep the pipe open
+    and no end-of-file would ever come, so wait in slices and check."""
+    while not conn.poll(PARENT_CHECK_INTERVAL):
+        if not main_alive():
+            raise _MainProcessGone
+    try:
+        payload = conn.recv_bytes()
+    except (EOFError, OSError):
+        raise _MainProcessGone from None
+    # Pickled by cloudpickle, whose output plain pickle reads.
+    return pickle.loads(payload)
+
+
+def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Callable[[], bool]) -> None:
+    while True:
+        if not wake.acquire(timeout=PARENT_CHECK_INTERVAL):
+            if not main_alive():
+                return
+            continue
+        command = int(views.command[index])
+        if command == CLOSE:
+            return
+        try:
+            if command == STEP:
+                child.step(int(views.step_index[index]))
+            elif command == RESET_TASK:
+                child.reset_task(*_receive(conn, main_alive))
+            elif command == RESET:
+                child.reset(_receive(conn, main_alive))
+            else:
+                raise ValueError(f"unknown command {command}")
+        except _MainProcessGone:
+            return
+        except Exception:
+            conn.send(("error", f"{child.describe_failure()}:\n{traceback.format_exc()}"))
+            views.status[index] = FAILED
+        else:
+            views.status[index] = OK
+        views.ready[index] = 1
+        ready.release()

@@ -1,0 +1,157 @@
+"""Starting and ending worker processes safely: CPUs, the main module, signals.
+
+Worker processes and the main module. Under spawn and forkserver,
+multiprocessing makes every child run the parent's main module again (as
+``__mp_main__``), so a script that imports torch at the top gave each worker
+torch too (~220 MB of memory). The workers need nothing from it: the env
+factory travels by value with cloudpickle (functions and classes of
+``__main__`` included). So the workers are started while ``__main__`` is
+hidden from multiprocessing, as from an interactive session, and a worker
+imports the main module only when its envs cannot be built without it (an
+env registered with gymnasium in the main script, say).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing.resource_tracker
+import multiprocessing.spawn
+import os
+import signal
+import sys
+import threading
+import types
+import warnings
+from typing import Any, Dict, List, Optional
+
+# More workers than this many per usable CPU draws a warning.
+WORKERS_PER_CPU_WARNING = 2
+# Signals held back while the workers are shut down (see deferred_signals).
+_DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def warn_if_oversubscribed(num_workers: int) -> None:
+    cpus = usable_cpus()
+    if num_workers > WORKERS_PER_CPU_WARNING * cpus:
+        warnings.warn(
+            f"{num_workers} env worker processes for {cpus} usable CPU{'s' if cpus != 1 else ''}: "
+            "with more workers than CPUs they take turns and sampling slows down (64 workers on 2 CPUs "
+            f"sampled 11x slower than 2). Use at most num_workers={cpus}.",
+            RuntimeWarning,
+            stacklevel=_caller_stacklevel(),
+        )
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside
+    this package (the user's call), wherever the pool was created from."""
+    # Any frame of maml_rl.samplers (this file is two folders down in it).
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, e.g. under taskset
+    or a container's cpuset), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def main_module_reference() -> Optional[Dict[str, str]]:
+    """How multiprocessing would have re-imported the main module in a child
+    (by module name or by path), for a worker that turns out to need it."""
+    data = multiprocessing.spawn.get_preparation_data("ChildEnv")
+    reference = {key: data[key] for key in ("init_main_from_name", "init_main_from_path") if key in data}
+    return reference or None
+
+
+_main_module_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def main_module_hidden(hide: bool = True):
+    """Start a spawn or forkserver child without re-running ``__main__`` in it.
+
+    multiprocessing tells a child to import the main module when
+    ``sys.modules["__main__"]`` has a ``__spec__`` name or a ``__file__``
+    (``multiprocessing.spawn.get_preparation_data``), and not for an
+    interactive session, where it has neither. For the few milliseconds of
+    ``Process.start()`` (which also starts the forkserver, if it is not
+    running yet, so the server does not preload the main module either),
+    ``__main__`` is a bare stand-in; the real one is put back at once.
+    """
+    if not hide:
+        yield
+        return
+    with _main_module_lock:
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, if it is not running, with
+    SIGHUP blocked.
+
+    Under spawn and forkserver the semaphores have names (``/dev/shm/sem.mp-*``)
+    until they are freed; the tracker unlinks them if this process dies first.
+    It ignores SIGINT and SIGTERM, but a closed terminal sends SIGHUP to the
+    whole process group and would kill it too. Its signal mask is inherited
+    from the thread that starts it; this thread's own is restored at once.
+    """
+    tracker = multiprocessing.resource_tracker
+    if not hasattr(signal, "pthread_sigmask") or not hasattr(signal, "SIGHUP"):
+        tracker.ensure_running()
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Hold back SIGINT, SIGTERM and SIGHUP where a Python handler would run.
+
+    Yields the list of ``(signum, handler)`` received meanwhile, for the
+    caller to handle once done. Only the main thread can set handlers; in
+    another thread (a garbage collection there) the signals, which Python
+    handles in the main thread, could not interrupt us anyway.
+    """
+    received: List[Any] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _DEFERRED_SIGNALS:
+            try:
+                handler = signal.getsignal(signum)
+                if callable(handler):
+                    previous[signum] = handler
+                    signal.signal(signum, lambda s, _, h=handler: received.append((s, h)))
+            except (ValueError, OSError, TypeError):  # e.g. while the interpreter is shutting down
+                pass
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            try:
+                signal.signal(signum, handler)
+            except (ValueError, OSError, TypeError):
+                pass
+
+
+def describe_exit(exitcode: int) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"

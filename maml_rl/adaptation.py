@@ -14,19 +14,17 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import torch
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.losses import batched_reinforce_loss, task_reinforce_losses
-from maml_rl.policies.policy import expand_params
+from maml_rl.policies.policy import Params, expand_params
 from maml_rl.utils.torch_utils import gradient_step
 
 __all__ = ["InnerLoop", "inner_step", "meta_parameters", "unstack_task_params"]
-
-Params = Mapping[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -51,6 +49,23 @@ class InnerLoop:
             raise ValueError(f"num_steps must be an int >= 0 (0: no adaptation), got {self.num_steps!r}")
         check_loss_averaging(self.averaging)
         object.__setattr__(self, "fast_lr", float(self.fast_lr))
+
+    @classmethod
+    def resolve(cls, inner_loop: "InnerLoop | None", num_steps=None, fast_lr=None, averaging=None) -> "InnerLoop":
+        """``inner_loop``, or one from the three values (``None``: their defaults); not both."""
+        if inner_loop is not None:
+            given = [name for name, value in (("num_steps", num_steps), ("fast_lr", fast_lr), ("averaging", averaging))
+                     if value is not None]
+            if given:
+                raise ValueError(f"give inner_loop or {', '.join(given)}, not both: inner_loop already sets them")
+            if not isinstance(inner_loop, InnerLoop):
+                raise TypeError(f"inner_loop must be a maml_rl.adaptation.InnerLoop, got {inner_loop!r}")
+            return inner_loop
+        return cls(
+            fast_lr=DEFAULTS.fast_lr if fast_lr is None else fast_lr,
+            num_steps=DEFAULTS.num_steps if num_steps is None else num_steps,
+            averaging=DEFAULTS.loss_averaging if averaging is None else averaging,
+        )
 
     def task_batch(self, episodes: Sequence[BatchEpisodes], device: str | torch.device | None = None) -> TaskBatch:
         """The tasks' episodes stacked for :func:`inner_step`, weighted by ``averaging``."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium
 
-from maml_rl.envs.registration import ENV_IDS
+from maml_rl.envs.registration import ENV_IDS, register_envs
 
 __all__ = ["EnvFactory", "UnknownEnvError", "make_env"]
 
@@ -21,7 +21,7 @@ class EnvFactory:
 
     Holds only the id and the keyword arguments, so it pickles cheaply and
     can be sent to worker processes (including ``spawn``-ed ones: calling it
-    imports :mod:`maml_rl.envs`, which registers the environments).
+    registers the environments first).
     """
 
     def __init__(self, env_id: str, kwargs: dict[str, Any] | None = None):
@@ -29,8 +29,7 @@ class EnvFactory:
         self.kwargs = dict(kwargs or {})
 
     def __call__(self) -> gymnasium.Env:
-        import maml_rl.envs  # noqa: F401  (registers the environments)
-
+        register_envs()
         return gymnasium.make(self.env_id, **self.kwargs)
 
     def __repr__(self) -> str:

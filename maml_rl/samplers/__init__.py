@@ -1,9 +1,9 @@
 """The multi-task sampler: ``MultiTaskSampler`` and its errors.
 
-Layers, top to bottom (``docs/architecture.md``): the facade (``sampler``,
-with ``settings``, ``env_setup`` and ``trajectories``), ``backends/``,
-``rollout/``, and ``workers/`` (torch-free: it runs in the worker
-processes). Names are imported lazily so that a worker, which imports
+Layers, top to bottom (``docs/architecture.md``): the facade (``sampler``
+and ``trajectories``), ``backends/``, then ``settings/`` and ``rollout/``
+side by side, and ``workers/`` (torch-free: it runs in the worker
+processes); ``errors`` is shared by all. Names are imported lazily so that a worker, which imports
 ``maml_rl.samplers.workers``, never pulls in torch.
 """
 
@@ -12,19 +12,24 @@ from typing import Any
 __all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError",
            "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool", "usable_cpus"]
 
-_LAZY = {
-    "MultiTaskSampler": ".sampler",
-    "EnvPool": ".workers.protocol",
-    "InsufficientMemoryError": ".workers.memory",
-    "usable_cpus": ".workers.processes",
-}
-
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    if name == "MultiTaskSampler":
+        from .sampler import MultiTaskSampler
 
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+        return MultiTaskSampler
+    if name == "EnvPool":
+        from .workers.protocol import EnvPool
+
+        return EnvPool
+    if name == "InsufficientMemoryError":
+        from .workers.memory import InsufficientMemoryError
+
+        return InsufficientMemoryError
+    if name == "usable_cpus":
+        from .workers.processes import usable_cpus
+
+        return usable_cpus
     if name in __all__:
         from . import errors
 

@@ -1,7 +1,7 @@
 """MultiTaskSampler: tasks in, per-task batches of episodes out.
 
 The facade of the sampler's layers (``docs/architecture.md``): it checks
-its arguments once (``settings``, ``env_setup``), asks a backend for each
+its arguments once (``settings/``), asks a backend for each
 rollout (``backends``), and turns the trajectories into checked episodes
 (``trajectories``), with advantages when it has a baseline.
 """
@@ -17,38 +17,26 @@ import numpy as np
 import torch
 
 from maml_rl.adaptation import InnerLoop, unstack_task_params
-from maml_rl.envs.meta_env import check_meta_env
 from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 
 from .backends.base import RolloutBackend
 from .backends.local import LocalBackend
-from .env_setup import (Workload, env_name_of, pickle_env_fn, resolve_env_fn, resolve_horizon,
-                        resolve_info_keys)
 from .errors import SamplerClosedError
-from .rollout.request import ActionMode, Params, RolloutRequest
-from .settings import RayOptions, local_layout, resolve_settings
+from .rollout.request import ActionMode, Params, ParamsArg, RolloutRequest, per_task_params
+from .settings.execution import RayOptions, local_layout, resolve_settings
+from .settings.workload import describe_workload, resolve_env_fn
 from .trajectories import behaviour_params, check_outputs, to_episodes
-from .workers.buffers import BufferSpec
-
-ParamsArg = Union[None, Params, Sequence[Params]]
-
 
 class MultiTaskSampler:
     """Samples batches of episodes for many tasks at once, in parallel.
 
     For K tasks and ``batch_size`` episodes each, a call uses ``K * batch_size``
-    env slots; slot ``j`` runs one episode of task ``j // batch_size``. The
-    slots are split into contiguous ranges, one per ChildEnv worker process,
-    which steps its envs serially and exchanges actions, observations and
-    rewards with this process through shared memory, one wake-up per worker
-    per step. The policy runs here, batched over every slot, with each task's
-    own parameters after adaptation.
-
-    Everything is reproducible from ``seed``: env seeds and action noise
-    derive from the seed, the number of rollouts so far and the slot, so the
-    same seed gives bit-identical episodes whatever ``num_workers``, the start
-    method or ``partial``.
+    env slots, slot ``j`` running one episode of task ``j // batch_size``, in
+    ChildEnv worker processes over shared memory; the policy runs here,
+    batched over every slot with each task's own parameters. The same
+    ``seed`` gives bit-identical episodes whatever ``num_workers``, the start
+    method, ``partial``, the fast path or the backend.
 
     :param env_name: a registered gymnasium id (``import maml_rl.envs``
         registers this package's), used with ``env_kwargs`` unless ``env_fn``
@@ -66,14 +54,14 @@ class MultiTaskSampler:
     :param seed: seed of everything random in sampling; ``None`` draws one
         (readable as ``sampler.seed``).
     :param num_workers: ChildEnv processes; ``0`` steps the envs in this
-        process. Default: the number of CPUs this process may use, except on
-        the MuJoCo fast path, where the default is ``0`` with one
-        ``mujoco.batch`` thread per CPU (faster than as many processes).
+        process. Default: one per CPU this process may use; ``0`` on one CPU
+        and on the MuJoCo fast path (one ``mujoco.batch`` thread per CPU,
+        faster than as many processes).
     :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; default
         forkserver where available, else spawn.
     :param partial: if true, step each worker again as soon as it is ready
-        instead of waiting for all of them at every step (see the README for
-        when this pays).
+        instead of waiting for all of them at every step (``docs/sampler.md``
+        says when this pays).
     :param max_episode_steps: rollout horizon; default the env's
         ``spec.max_episode_steps`` (or its ``TimeLimit``). For an env with no
         time limit at all, episodes must end on their own within
@@ -98,19 +86,7 @@ class MultiTaskSampler:
         across a Ray cluster, with ``ray_address``, ``ray_actors`` and
         ``ray_cpus_per_actor``; see ``docs/ray.md``).
 
-    Example::
-
-        import maml_rl.envs
-        from maml_rl.baseline import LinearFeatureBaseline
-        from maml_rl.policies import NormalMLPPolicy
-        from maml_rl.samplers import MultiTaskSampler
-
-        if __name__ == "__main__":
-            policy = NormalMLPPolicy(2, 2, hidden_sizes=(64, 64))
-            with MultiTaskSampler("2DNavigation-v0", {}, 20, policy,
-                                  LinearFeatureBaseline(2), seed=1) as sampler:
-                tasks = sampler.sample_tasks(8)
-                train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+    See ``docs/sampler.md`` for a complete example and the reproducibility contract.
 
     The sampler is not thread-safe: one thread at a time may use it (a second
     concurrent call raises ``RuntimeError``).
@@ -152,21 +128,15 @@ class MultiTaskSampler:
         )
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.env_fn = resolve_env_fn(env_name, env_kwargs, env_fn)
-        env_fn_bytes = pickle_env_fn(self.env_fn)
         # One env in this process: the task distribution, the spaces, the horizon.
         self.env = self.env_fn()
-        check_meta_env(self.env)
-        self.env.reset(seed=self.seed)
-        self.observation_space = self.env.observation_space
-        self.action_space = self.env.action_space
-        env_name = env_name_of(self.env)
-        self.horizon, horizon_is_cap = resolve_horizon(self.env, max_episode_steps)
-        self.info_keys = resolve_info_keys(self.env, info_keys)
-        spec = BufferSpec.for_spaces(self.observation_space, self.action_space, self.horizon, self.info_keys)
-        #: How rollouts run (frozen): backend, start method, partial, fast path, Ray options.
-        self.settings = settings.for_env(self.env, env_name, self.info_keys)
         #: The env, the buffers' spec and the episodes per task, as every backend gets them.
-        self.workload = Workload(env_fn_bytes, env_name, spec, batch_size, horizon_is_cap)
+        self.workload = describe_workload(self.env_fn, self.env, batch_size, max_episode_steps, info_keys)
+        self.env.reset(seed=self.seed)
+        self.observation_space, self.action_space = self.env.observation_space, self.env.action_space
+        self.horizon, self.info_keys = self.workload.spec.horizon, self.workload.spec.info_keys
+        #: How rollouts run (frozen): backend, start method, partial, fast path, Ray options.
+        self.settings = settings.for_env(self.env, self.workload.env_name, self.info_keys)
         layout = local_layout(self.settings)
         self._backend: RolloutBackend
         if self.settings.backend == "local":
@@ -243,7 +213,7 @@ class MultiTaskSampler:
             and ``valid_episodes`` uses the current policy. Every batch records
             the parameters that sampled it (``behaviour_params``).
         """
-        inner_loop = _resolve_inner_loop(inner_loop, num_steps, fast_lr, averaging)
+        inner_loop = InnerLoop.resolve(inner_loop, num_steps, fast_lr, averaging)
         valid_mode = ActionMode.parse(valid_actions, "valid_actions")
         if inner_loop.num_steps > 0 and self.baseline is None:
             raise ValueError(
@@ -303,7 +273,7 @@ class MultiTaskSampler:
         tasks = list(tasks)
         if not tasks:
             raise ValueError("rollout() needs at least one task")
-        per_task = _per_task_params(params, len(tasks))
+        per_task = per_task_params(params, len(tasks))
         request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
                                  actions)
         self._num_rollouts += 1
@@ -387,28 +357,3 @@ class MultiTaskSampler:
             yield
         finally:
             self._lock.release()
-
-
-def _per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]:
-    if params is None or isinstance(params, dict):
-        return [params] * num_tasks
-    params = list(params)
-    if len(params) != num_tasks:
-        raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
-    return params
-
-
-def _resolve_inner_loop(inner_loop: Optional[InnerLoop], num_steps, fast_lr, averaging) -> InnerLoop:
-    if inner_loop is not None:
-        given = [name for name, value in (("num_steps", num_steps), ("fast_lr", fast_lr), ("averaging", averaging))
-                 if value is not None]
-        if given:
-            raise ValueError(f"give inner_loop or {', '.join(given)}, not both: inner_loop already sets them")
-        if not isinstance(inner_loop, InnerLoop):
-            raise TypeError(f"inner_loop must be a maml_rl.adaptation.InnerLoop, got {inner_loop!r}")
-        return inner_loop
-    return InnerLoop(
-        fast_lr=DEFAULTS.fast_lr if fast_lr is None else fast_lr,
-        num_steps=DEFAULTS.num_steps if num_steps is None else num_steps,
-        averaging=DEFAULTS.loss_averaging if averaging is None else averaging,
-    )

@@ -11,9 +11,9 @@ import torch
 from maml_rl.adaptation import meta_parameters
 from maml_rl.episodes import BatchEpisodes
 
-from .env_setup import Workload
 from .errors import EnvOutputError
 from .rollout.request import Params
+from .settings.workload import Workload
 from .workers.buffers import EndReason, Trajectories
 
 

@@ -7,12 +7,12 @@ from typing import Any, Callable, List, Optional
 
 import numpy as np
 
-from ..env_setup import Workload
 from ..rollout.actions import ActionFunction, rollout_torch_settings
 from ..rollout.loop import run_rollout
 from ..rollout.noise import call_noise, fallback_seed, slot_seeds
 from ..rollout.request import RolloutRequest
-from ..settings import ExecutionSettings, Layout
+from ..settings.execution import ExecutionSettings, Layout
+from ..settings.workload import Workload
 from ..workers.buffers import Trajectories
 from ..workers.memory import check_memory
 from ..workers.pools import ChildEnvPool, InProcessPool

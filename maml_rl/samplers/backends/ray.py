@@ -35,10 +35,10 @@ import cloudpickle
 import numpy as np
 import torch
 
-from ..env_setup import Workload
 from ..errors import SamplerError, WorkerDiedError, WorkerError
 from ..rollout.request import Params, RolloutRequest
-from ..settings import ExecutionSettings
+from ..settings.execution import ExecutionSettings
+from ..settings.workload import Workload
 from ..workers.buffers import Trajectories
 from .base import RolloutBackend
 

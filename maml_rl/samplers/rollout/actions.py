@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.distributions import Distribution
 
-from maml_rl.policies.policy import expand_params
+from maml_rl.policies.policy import expand_params, stack_params
 
 from .noise import actions_from_noise
 from .request import Params, RolloutRequest
@@ -81,8 +81,7 @@ class ActionFunction:
             if same:
                 self.batched = expand_params(own if per_task[0] is None else per_task[0], self.num_tasks)
             else:
-                filled = [own if p is None else p for p in per_task]
-                self.batched = OrderedDict((name, torch.stack([p[name] for p in filled])) for name in filled[0])
+                self.batched = stack_params([own if p is None else p for p in per_task])
         elif same and not split_invariant:
             self.shared = per_task[0]
         else:

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
-import torch
+from maml_rl.policies.policy import Params
 
-Params = Dict[str, torch.Tensor]
+# What rollout() takes: None (the policy's own), one dict for every task, or one per task.
+ParamsArg = Union[None, Params, Sequence[Optional[Params]]]
+
+
+def per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]:
+    """One entry per task from ``rollout()``'s ``params`` argument."""
+    if params is None or isinstance(params, dict):
+        return [params] * num_tasks
+    params = list(params)
+    if len(params) != num_tasks:
+        raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
+    return params
 
 
 class ActionMode(str, enum.Enum):

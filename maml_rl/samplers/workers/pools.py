@@ -20,8 +20,14 @@ from ..errors import WorkerDiedError, WorkerError
 from .buffers import BufferSpec, TrajectoryBuffers
 from .child_env import assign_slots
 from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, make_child_env, worker_main
-from .processes import (deferred_signals, describe_exit, main_module_hidden, main_module_reference,
-                        start_resource_tracker, warn_if_oversubscribed)
+from .processes import (
+    deferred_signals,
+    describe_exit,
+    main_module_hidden,
+    main_module_reference,
+    start_resource_tracker,
+    warn_if_oversubscribed,
+)
 from .protocol import EnvPool
 
 # How often the main process, while waiting on workers, checks that none died.

@@ -19,7 +19,7 @@ import gymnasium as gym
 
 from maml_rl.envs.vectorised import VectorisedMujocoEnv
 
-from .workers.processes import usable_cpus
+from ..workers.processes import usable_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def _fast_path(env: gym.Env, env_name: str, requested: Optional[bool], info_keys
                 "leave mujoco_batch at None to step it one env at a time"
             )
         return False
-    from .workers.batched_child_env import batch_support
+    from ..workers.batched_child_env import batch_support
 
     reason = batch_support(env)
     if reason is None:

@@ -8,8 +8,10 @@ from typing import Callable, Optional, Sequence, Tuple
 import cloudpickle
 import gymnasium as gym
 
-from .workers.buffers import BufferSpec
-from .workers.child_env import time_limit
+from maml_rl.envs.meta_env import check_meta_env
+
+from ..workers.buffers import BufferSpec
+from ..workers.child_env import time_limit
 
 # Horizon of an env with no time limit of its own: the buffers need one.
 NO_TIME_LIMIT_CAP = 1000
@@ -31,6 +33,17 @@ class Workload:
     spec: BufferSpec
     batch_size: int
     horizon_is_cap: bool = False
+
+
+def describe_workload(env_fn: Callable[[], gym.Env], env: gym.Env, batch_size: int,
+                      max_episode_steps: Optional[int] = None, info_keys: Optional[Sequence[str]] = None) -> Workload:
+    """The workload of ``env``, one env built by ``env_fn`` (checked to be a meta-learning env)."""
+    check_meta_env(env)
+    env_fn_bytes = pickle_env_fn(env_fn)
+    horizon, horizon_is_cap = resolve_horizon(env, max_episode_steps)
+    keys = resolve_info_keys(env, info_keys)
+    spec = BufferSpec.for_spaces(env.observation_space, env.action_space, horizon, keys)
+    return Workload(env_fn_bytes, env_name_of(env), spec, batch_size, horizon_is_cap)
 
 
 def resolve_env_fn(env_name, env_kwargs, env_fn) -> Callable[[], gym.Env]:
@@ -77,7 +90,7 @@ def resolve_horizon(env: gym.Env, max_episode_steps: Optional[int]) -> Tuple[int
         horizon = time_limit(env)
     if horizon is None:
         # gymnasium does not require a TimeLimit: episodes the env ends itself are fine,
-        # one that runs past the cap is an error (see trajectories.check_outputs).
+        # one that runs past the cap is an error (see the facade's trajectories.check_outputs).
         return NO_TIME_LIMIT_CAP, True
     if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
         raise ValueError(f"max_episode_steps must be a positive int, got {horizon!r}")

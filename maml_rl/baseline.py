@@ -121,25 +121,3 @@ class LinearFeatureBaseline(nn.Module):
         # float64 product: the fitted weights can be large and of mixed signs.
         values = features @ self.weight.to(torch.float64)
         return values.to(torch.float32)
-
-    @torch.no_grad()
-    def fit_and_predict_batched(
-        self, observations: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor
-    ) -> torch.Tensor:
-        """Fit one baseline per task on stacked data and return each task's values.
-
-        The module's own ``weight`` is left untouched.
-
-        :param observations: ``[T, K, B, *obs_shape]`` observations of ``K`` tasks.
-        :param returns: ``[T, K, B]`` discounted returns.
-        :param mask: ``[T, K, B]`` validity mask.
-        :return: ``[T, K, B]`` float32 values, zero on padded steps.
-        """
-        horizon, num_tasks, batch_size = mask.shape
-        obs = observations.reshape(horizon, num_tasks, batch_size, -1)
-        features = _features(obs, mask)  # [T, K, B, F]
-        per_task = features.permute(1, 0, 2, 3).reshape(num_tasks, horizon * batch_size, -1)
-        targets = returns.permute(1, 0, 2).reshape(num_tasks, -1)
-        weights, self.last_reg_coeff = _fit_weights(per_task, targets, self.reg_coeff)  # [K, F]
-        values = torch.einsum("tkbf,kf->tkb", features, weights)
-        return values.to(torch.float32)

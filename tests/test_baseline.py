@@ -65,23 +65,6 @@ def test_fitted_baseline_drives_advantages_to_zero():
     assert advantages.abs().max() < 1e-3
 
 
-def test_batched_fit_matches_per_task_fits():
-    tasks = []
-    for seed in range(3):
-        exact = episodes_with_linear_returns(torch.randn(10), seed=seed)
-        noisy_rewards = exact.rewards + 0.1 * torch.randn_like(exact.rewards) * exact.mask
-        tasks.append(BatchEpisodes(exact.observations, exact.actions, noisy_rewards, exact.lengths, gamma=0.9))
-    baseline = LinearFeatureBaseline(3)
-    observations = torch.stack([e.observations for e in tasks], dim=1)
-    returns = torch.stack([e.returns for e in tasks], dim=1)
-    mask = torch.stack([e.mask for e in tasks], dim=1)
-    values = baseline.fit_and_predict_batched(observations, returns, mask)
-    assert values.shape == (12, 3, 6)
-    for k, episodes in enumerate(tasks):
-        baseline.fit(episodes)
-        torch.testing.assert_close(values[:, k], baseline(episodes), atol=1e-4, rtol=1e-4)
-
-
 def test_non_finite_observations_raise_a_clear_error():
     episodes = episodes_with_linear_returns(torch.ones(10))
     episodes.observations[0, 0, 0] = float("nan")

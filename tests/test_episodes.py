@@ -3,13 +3,48 @@
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 import pytest
 import torch
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch, loss_weights, stack_episodes
-from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_mean, weighted_normalize
+from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_normalize
+
+
+def weighted_mean(
+    tensor: torch.Tensor,
+    lengths: torch.Tensor | Sequence[int] | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-episode mean over the (leading) time axis, ignoring padded steps.
+
+    Without ``lengths`` and ``mask`` this is the plain mean of the whole tensor.
+
+    :param tensor: time-major tensor ``[T, *S, ...]``.
+    :param lengths: episode lengths ``[*S]``; builds the mask when ``mask`` is not given.
+    :param mask: validity mask ``[T, *S]``; derived from ``lengths`` when omitted.
+    :return: per-episode means ``[*S, ...]``.
+    """
+    if lengths is None and mask is None:
+        return tensor.mean()
+    if tensor.dim() < 2:
+        raise ValueError(
+            f"weighted_mean expects a time-major tensor with at least 2 dimensions, got shape {tuple(tensor.shape)}"
+        )
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths, device=tensor.device)
+    if mask is None:
+        mask = length_mask(lengths, tensor.shape[0], dtype=tensor.dtype)
+    if lengths is None:
+        counts = mask.sum(0)
+    else:
+        counts = lengths.to(tensor.dtype)
+    extra = tensor.dim() - mask.dim()
+    mask = mask.view(*mask.shape, *([1] * extra))
+    counts = counts.view(*counts.shape, *([1] * extra))
+    return (tensor * mask).sum(0) / counts
 
 
 def hand_episodes(**kwargs) -> BatchEpisodes:

@@ -9,9 +9,7 @@ from maml_rl.utils.torch_utils import (
     length_mask,
     mean_weights,
     rebuild_distribution,
-    to_numpy,
     unflatten_like,
-    weighted_mean,
     weighted_normalize,
 )
 
@@ -24,8 +22,6 @@ __all__ = [
     "length_mask",
     "mean_weights",
     "rebuild_distribution",
-    "to_numpy",
     "unflatten_like",
-    "weighted_mean",
     "weighted_normalize",
 ]

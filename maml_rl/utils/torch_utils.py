@@ -27,40 +27,6 @@ def length_mask(lengths: torch.Tensor, horizon: int, dtype: torch.dtype = torch.
     return (steps < lengths.unsqueeze(0)).to(dtype)
 
 
-def weighted_mean(
-    tensor: torch.Tensor,
-    lengths: torch.Tensor | Sequence[int] | None = None,
-    mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Per-episode mean over the (leading) time axis, ignoring padded steps.
-
-    Without ``lengths`` and ``mask`` this is the plain mean of the whole tensor.
-
-    :param tensor: time-major tensor ``[T, *S, ...]``.
-    :param lengths: episode lengths ``[*S]``; builds the mask when ``mask`` is not given.
-    :param mask: validity mask ``[T, *S]``; derived from ``lengths`` when omitted.
-    :return: per-episode means ``[*S, ...]``.
-    """
-    if lengths is None and mask is None:
-        return tensor.mean()
-    if tensor.dim() < 2:
-        raise ValueError(
-            f"weighted_mean expects a time-major tensor with at least 2 dimensions, got shape {tuple(tensor.shape)}"
-        )
-    if lengths is not None:
-        lengths = torch.as_tensor(lengths, device=tensor.device)
-    if mask is None:
-        mask = length_mask(lengths, tensor.shape[0], dtype=tensor.dtype)
-    if lengths is None:
-        counts = mask.sum(0)
-    else:
-        counts = lengths.to(tensor.dtype)
-    extra = tensor.dim() - mask.dim()
-    mask = mask.view(*mask.shape, *([1] * extra))
-    counts = counts.view(*counts.shape, *([1] * extra))
-    return (tensor * mask).sum(0) / counts
-
-
 def mean_weights(
     mask: torch.Tensor,
     lengths: torch.Tensor | None = None,
@@ -225,21 +191,6 @@ def rebuild_distribution(pi: Distribution, tensors: Sequence[torch.Tensor]) -> D
     raise NotImplementedError(
         f"rebuild_distribution supports Independent, Normal and Categorical, not {type(pi).__name__}"
     )
-
-
-def to_numpy(tensor: torch.Tensor | np.ndarray | Iterable) -> np.ndarray:
-    """Detached CPU numpy copy of a tensor (or a sequence of tensors).
-
-    :param tensor: a tensor, an array or a list/tuple of tensors.
-    :return: a numpy array.
-    """
-    if isinstance(tensor, torch.Tensor):
-        return tensor.detach().cpu().numpy()
-    if isinstance(tensor, np.ndarray):
-        return tensor
-    if isinstance(tensor, (list, tuple)):
-        return np.stack([to_numpy(item) for item in tensor], axis=0)
-    raise TypeError(f"cannot convert {type(tensor).__name__} to a numpy array")
 
 
 def flatten_tensors(tensors: Iterable[torch.Tensor]) -> torch.Tensor:

@@ -29,15 +29,11 @@ def probe_sampler(**kwargs):
     return MultiTaskSampler(None, None, 2, policy, baseline, env_fn=make_probe_env, seed=0, **kwargs)
 
 
-def worker_pids(sampler):
-    return sampler.worker_pids
-
-
 @pytest.mark.parametrize("where", ["step", "reset_task"])
 def test_env_exception_raises_with_traceback_slot_and_task(where):
     sampler = probe_sampler()
     sampler.rollout([{"value": 0.0, "length": 5}] * 2)
-    pids = worker_pids(sampler)
+    pids = sampler.worker_pids
     tasks = [{"value": 0.0, "length": 5}, {"value": 1.0, "length": 5, "fail": where}]
     start = time.monotonic()
     with pytest.raises(WorkerError) as info:
@@ -62,7 +58,7 @@ def test_env_exception_in_process_mode():
 def test_killed_worker_is_noticed(start_method):
     sampler = probe_sampler(start_method=start_method)
     sampler.rollout([{"value": 0.0, "length": 5}])
-    pids = worker_pids(sampler)
+    pids = sampler.worker_pids
     start = time.monotonic()
     with pytest.raises(WorkerDiedError, match="SIGKILL"):
         sampler.rollout([{"value": 0.0, "length": 5}, {"value": 0.0, "length": 5, "kill_at": 1}])
@@ -76,7 +72,7 @@ def test_killed_worker_is_noticed(start_method):
 def test_workers_end_when_sampler_is_garbage_collected():
     sampler = probe_sampler()
     sampler.rollout([{"value": 0.0, "length": 3}])
-    pids = worker_pids(sampler)
+    pids = sampler.worker_pids
     buffers = weakref.ref(sampler.rollout_backend.pool.buffers.observations)
     del sampler
     gc.collect()
@@ -87,7 +83,7 @@ def test_workers_end_when_sampler_is_garbage_collected():
 def test_close_is_idempotent_and_releases_buffers():
     with probe_sampler() as sampler:
         sampler.rollout([{"value": 0.0, "length": 3}])
-        pids = worker_pids(sampler)
+        pids = sampler.worker_pids
         buffers = weakref.ref(sampler.rollout_backend.pool.buffers.observations)
     sampler.close()
     gc.collect()
@@ -102,11 +98,11 @@ def test_many_calls_leak_no_fds_or_processes():
     with probe_sampler() as sampler:
         tasks = [{"value": 0.5, "length": 3}, {"value": -0.5, "length": 4}]
         sampler.sample(tasks, num_steps=1)
-        fds, pids = open_fds(), worker_pids(sampler)
+        fds, pids = open_fds(), sampler.worker_pids
         for _ in range(200):
             sampler.sample(tasks, num_steps=1)
         assert open_fds() == fds
-        assert worker_pids(sampler) == pids and all(is_running(pid) for pid in pids)
+        assert sampler.worker_pids == pids and all(is_running(pid) for pid in pids)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)

@@ -3,54 +3,29 @@
 A configuration is a flat mapping with the keys of the original
 pytorch-maml-rl YAML files (``env-name``, ``fast-lr``, ...), read from YAML
 or JSON. :func:`load_config` checks every key before anything runs: an
-unknown key, a value of the wrong type or out of range, or an unregistered
+unknown key, a key of another algorithm than the configuration's
+``algorithm``, a value of the wrong type or out of range, or an unregistered
 environment id raises :class:`ConfigError` naming the key, the value and
 what is expected.
 
-Keys marked "default" below may be left out of a file; every default comes
-from :data:`maml_rl.hyperparameters.DEFAULTS`::
-
-    algorithm           meta-learner, a key of METALEARNERS   (default "maml-trpo")
-    env-name            registered gymnasium id (e.g. 2DNavigation-v0)
-    env-kwargs          mapping passed to gymnasium.make      (default {})
-    gamma               discount factor in [0, 1]
-    gae-lambda          GAE lambda in [0, 1]                  (default 1.0)
-    first-order         first-order MAML approximation        (default false)
-    hidden-sizes        list of hidden layer widths
-    nonlinearity        activation name (tanh, relu, ...)
-    fast-batch-size     episodes per task per adaptation step
-    num-steps           inner gradient steps                  (default 1)
-    fast-lr             inner step size
-    num-batches         meta-updates (outer iterations)
-    meta-batch-size     tasks per meta-update
-    max-kl              TRPO trust-region radius              (default 1e-2)
-    cg-iters            conjugate-gradient iterations         (default 10)
-    cg-damping          conjugate-gradient damping            (default 1e-5)
-    ls-max-steps        line-search steps                     (default 15)
-    ls-backtrack-ratio  line-search shrink factor in (0, 1)   (default 0.8)
-    loss-averaging      "step" or "episode"                   (default "step")
-    seed                seed of the run, or null              (default null)
-
-``loss-averaging`` is not in pytorch-maml-rl's files: it says how a task's
-losses and advantage normalisation weigh its steps. ``"step"`` weighs every
-valid step the same (the MAML paper's code); ``"episode"`` takes a mean of
-per-episode means (pytorch-maml-rl). They differ only for episodes that end
-early (2D navigation, Ant).
+The keys, their defaults and their checks are declared once, in
+:mod:`maml_rl.hyperparameters`; ``python -m maml_rl.config --markdown``
+prints them as the Markdown table of ``docs/training.md``
+(:func:`markdown_reference`).
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
-import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 
-from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
 
 __all__ = [
     "CONFIG_KEYS",
@@ -58,7 +33,9 @@ __all__ = [
     "apply_overrides",
     "build_env",
     "config_diff",
+    "config_keys",
     "load_config",
+    "markdown_reference",
     "parse_override",
     "read_config_file",
     "validate_config",
@@ -69,140 +46,25 @@ class ConfigError(ValueError):
     """A configuration (file, key, value or environment) is invalid."""
 
 
-_REQUIRED = object()
+#: Every key some algorithm accepts: the shared keys, then each algorithm's own.
+CONFIG_KEYS: dict[str, Hyperparameter] = {
+    h.key: h for h in (*SHARED_KEYS, *(h for keys in ALGORITHM_KEYS.values() for h in keys))
+}
 
 
-@dataclass(frozen=True)
-class _Key:
-    """One configuration key: how to check and normalise its value."""
-
-    convert: Callable[[str, Any], Any]  # returns the normalised value or raises _Invalid
-    expected: str  # what a valid value is, for error messages
-    default: Any = _REQUIRED
-
-
-class _Invalid(Exception):
-    pass
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _integer(minimum: int) -> Callable[[str, Any], int]:
-    def convert(key: str, value: Any) -> int:
-        if not _is_int(value) or value < minimum:
-            raise _Invalid
-        return int(value)
-
-    return convert
-
-
-def _number(low: float | None = None, high: float | None = None, *, open_low: bool = False,
-            open_high: bool = False) -> Callable[[str, Any], float]:
-    def convert(key: str, value: Any) -> float:
-        if not (_is_int(value) or isinstance(value, float)):
-            raise _Invalid
-        value = float(value)
-        if not math.isfinite(value):
-            raise _Invalid
-        if low is not None and (value < low or (open_low and value == low)):
-            raise _Invalid
-        if high is not None and (value > high or (open_high and value == high)):
-            raise _Invalid
-        return value
-
-    return convert
-
-
-def _boolean(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid
-    return value
-
-
-def _env_name(key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise _Invalid
-    return value
-
-
-def _env_kwargs(key: str, value: Any) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(name, str) for name in value):
-        raise _Invalid
-    return dict(value)
-
-
-def _hidden_sizes(key: str, value: Any) -> list[int]:
-    if not isinstance(value, (list, tuple)) or not all(_is_int(size) and size >= 1 for size in value):
-        raise _Invalid
-    return [int(size) for size in value]
-
-
-def _nonlinearity(key: str, value: Any) -> str:
-    from maml_rl.policies import get_nonlinearity
-
-    if not isinstance(value, str):
-        raise _Invalid
-    try:
-        get_nonlinearity(value)
-    except ValueError as exc:
-        raise _Invalid(str(exc)) from None
-    return value
-
-
-def _loss_averaging(key: str, value: Any) -> str:
-    from maml_rl.episodes import LOSS_AVERAGING
-
-    if not isinstance(value, str) or value not in LOSS_AVERAGING:
-        raise _Invalid
-    return value
-
-
-def _algorithm(key: str, value: Any) -> str:
+def _algorithm_keys() -> dict[str, tuple[Hyperparameter, ...]]:
+    """Each registered meta-learner's own keys (its ``hyperparameters``), by algorithm name."""
     from maml_rl.metalearners import METALEARNERS
 
-    if not isinstance(value, str) or value not in METALEARNERS:
-        raise _Invalid(f"one of: {', '.join(METALEARNERS)}")
-    return value
+    return {name: tuple(learner.hyperparameters) for name, learner in METALEARNERS.items()}
 
 
-def _seed(key: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if not _is_int(value) or not 0 <= value < 2**63:
-        raise _Invalid
-    return int(value)
+def config_keys(algorithm: str) -> dict[str, Hyperparameter]:
+    """The keys a configuration of ``algorithm`` may hold, in the order a resolved configuration lists them.
 
-
-_POSITIVE_INT = "an integer >= 1"
-
-#: Every key a configuration may hold, in the order they are written out.
-CONFIG_KEYS: dict[str, _Key] = {
-    "algorithm": _Key(_algorithm, "a meta-learner name", DEFAULTS.algorithm),
-    "env-name": _Key(_env_name, "a registered environment id (string)"),
-    "env-kwargs": _Key(_env_kwargs, "a mapping of keyword arguments for gymnasium.make", {}),
-    "gamma": _Key(_number(0.0, 1.0), "a number in [0, 1]"),
-    "gae-lambda": _Key(_number(0.0, 1.0), "a number in [0, 1]", DEFAULTS.gae_lambda),
-    "first-order": _Key(_boolean, "true or false", DEFAULTS.first_order),
-    "hidden-sizes": _Key(_hidden_sizes, "a list of integers >= 1, e.g. [64, 64]"),
-    "nonlinearity": _Key(_nonlinearity, "an activation name such as tanh or relu"),
-    "fast-batch-size": _Key(_integer(1), _POSITIVE_INT),
-    "num-steps": _Key(_integer(1), _POSITIVE_INT, DEFAULTS.num_steps),
-    "fast-lr": _Key(_number(0.0, open_low=True), "a number > 0"),
-    "num-batches": _Key(_integer(1), _POSITIVE_INT),
-    "meta-batch-size": _Key(_integer(1), _POSITIVE_INT),
-    "max-kl": _Key(_number(0.0, open_low=True), "a number > 0", DEFAULTS.max_kl),
-    "cg-iters": _Key(_integer(1), _POSITIVE_INT, DEFAULTS.cg_iters),
-    "cg-damping": _Key(_number(0.0), "a number >= 0", DEFAULTS.cg_damping),
-    "ls-max-steps": _Key(_integer(1), _POSITIVE_INT, DEFAULTS.ls_max_steps),
-    "ls-backtrack-ratio": _Key(_number(0.0, 1.0, open_low=True, open_high=True), "a number in (0, 1)",
-                               DEFAULTS.ls_backtrack_ratio),
-    "loss-averaging": _Key(_loss_averaging, '"step" or "episode"', DEFAULTS.loss_averaging),
-    "seed": _Key(_seed, "null or an integer in [0, 2**63)", None),
-}
+    :raises KeyError: ``algorithm`` is not a key of :data:`maml_rl.metalearners.METALEARNERS`.
+    """
+    return {h.key: h for h in (*SHARED_KEYS, *_algorithm_keys()[algorithm])}
 
 
 class _Loader(yaml.SafeLoader):
@@ -268,44 +130,72 @@ def apply_overrides(config: Mapping[str, Any], overrides: Iterable[tuple[str, An
 def validate_config(raw: Mapping[str, Any], source: str = "config") -> dict:
     """Check every key of ``raw`` and return the resolved configuration.
 
-    The result holds every key of :data:`CONFIG_KEYS`, in that order, with
-    defaults filled in and numbers normalised (``fast-lr: 1`` becomes ``1.0``).
+    The result holds every key of :func:`config_keys` of its ``algorithm``, in
+    that order, with defaults filled in and numbers normalised (``fast-lr: 1``
+    becomes ``1.0``).
 
     :param raw: the mapping read from a file (and overrides).
     :param source: where ``raw`` comes from, for error messages.
     :raises ConfigError: listing every problem found: unknown keys (with the
-        closest valid ones), missing keys, values of the wrong type or range
-        (with what is expected) and unregistered environment ids.
+        closest valid ones), keys of another algorithm, missing keys, values
+        of the wrong type or range (with what is expected) and unregistered
+        environment ids.
     """
     problems = []
+    config = {}
+    algorithm = _resolve(SHARED_KEYS[0], raw, config, problems)
+    sections = _algorithm_keys()
+    if "algorithm" in config and algorithm not in sections:
+        del config["algorithm"]
+        problems.append(f"algorithm: got {algorithm!r} ({type(algorithm).__name__}), expected "
+                        f"{SHARED_KEYS[0].expected} (one of: {', '.join(sections)})")
+    # With no valid algorithm, only the shared keys are checked, and no key is called unknown for it.
+    accepted = config_keys(algorithm) if algorithm in sections else None
+    foreign = False
     for key in raw:
-        if key not in CONFIG_KEYS:
-            close = difflib.get_close_matches(str(key).replace("_", "-"), list(CONFIG_KEYS), n=1, cutoff=0.6)
+        if accepted is None or key in accepted:
+            continue
+        owners = [name for name, keys in sections.items() if any(h.key == key for h in keys)]
+        if owners:
+            foreign = True
+            problems.append(f"key {key!r} is a setting of algorithm {' and '.join(map(repr, owners))}, "
+                            f"not of this configuration's algorithm {algorithm!r}")
+        else:
+            close = difflib.get_close_matches(str(key).replace("_", "-"), list(accepted), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(f"unknown key {key!r}{hint}")
-    config = {}
-    for key, spec in CONFIG_KEYS.items():
-        if key not in raw:
-            if spec.default is _REQUIRED:
-                problems.append(f"missing key {key!r}: expected {spec.expected}")
-            else:
-                config[key] = spec.default.copy() if isinstance(spec.default, dict) else spec.default
-            continue
-        try:
-            config[key] = spec.convert(key, raw[key])
-        except _Invalid as exc:
-            detail = f" ({exc})" if str(exc) else ""
-            problems.append(f"{key}: got {raw[key]!r} ({type(raw[key]).__name__}), expected {spec.expected}{detail}")
+    for hyperparameter in (accepted or {h.key: h for h in SHARED_KEYS}).values():
+        if hyperparameter is not SHARED_KEYS[0]:
+            _resolve(hyperparameter, raw, config, problems)
     if "env-name" in config:
         problem = _check_env_id(config["env-name"])
         if problem:
             problems.append(problem)
     if problems:
         message = f"invalid configuration in {source}:\n  - " + "\n  - ".join(problems)
-        if any(problem.startswith("unknown key") for problem in problems):
-            message += f"\nvalid keys are: {', '.join(CONFIG_KEYS)}"
+        if foreign or any(problem.startswith("unknown key") for problem in problems):
+            message += f"\nvalid keys for algorithm {algorithm!r} are: {', '.join(accepted)}"
         raise ConfigError(message)
     return config
+
+
+def _resolve(hyperparameter: Hyperparameter, raw: Mapping[str, Any], config: dict, problems: list[str]) -> Any:
+    """Check ``raw``'s value of one key into ``config`` (its default when left out); a problem is appended."""
+    key = hyperparameter.key
+    if key not in raw:
+        if hyperparameter.required:
+            problems.append(f"missing key {key!r}: expected {hyperparameter.expected}")
+        else:
+            config[key] = hyperparameter.default_value()
+    else:
+        try:
+            config[key] = hyperparameter.check.convert(raw[key])
+        except InvalidValue as exc:
+            detail = f" ({exc})" if str(exc) else ""
+            problems.append(
+                f"{key}: got {raw[key]!r} ({type(raw[key]).__name__}), expected {hyperparameter.expected}{detail}"
+            )
+    return config.get(key)
 
 
 def _check_env_id(env_id: str) -> str | None:
@@ -362,3 +252,43 @@ def build_env(config: Mapping[str, Any]):
             f"maml_rl provides: {', '.join(maml_rl.envs.ENV_IDS)}"
         )
     return env
+
+
+def _markdown_default(hyperparameter: Hyperparameter) -> str:
+    if hyperparameter.required:
+        return "required"
+    return f"`{json.dumps(hyperparameter.default)}`"
+
+
+def _markdown_text(text: str) -> str:
+    return text.replace("|", "\\|").replace("*", "\\*")
+
+
+def markdown_reference() -> str:
+    """The reference of every configuration key as Markdown tables, one per section.
+
+    The shared keys come first, then each algorithm's own keys (declared in
+    :mod:`maml_rl.hyperparameters`); each row gives the key, the values it
+    accepts, its default (or "required") and what it does.
+    """
+    sections = [("Keys of every algorithm", SHARED_KEYS)]
+    sections += [(f"Keys of `algorithm: {name}` only", keys) for name, keys in ALGORITHM_KEYS.items()]
+    lines = []
+    for title, keys in sections:
+        lines += ["" if lines else None, f"**{title}**", "", "| Key | Type | Default | Description |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| `{h.key}` | {_markdown_text(h.expected)} | {_markdown_default(h)} | {_markdown_text(h.help)} |" for h in keys]
+    return "\n".join(line for line in lines if line is not None) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m maml_rl.config",
+                                     description="Reference of the configuration keys of train.py.")
+    parser.add_argument("--markdown", action="store_true", help="print it as Markdown tables (docs/training.md)")
+    parser.parse_args(argv)
+    # Markdown is the only format so far; the flag names it for scripts.
+    print(markdown_reference(), end="")
+
+
+if __name__ == "__main__":
+    main()

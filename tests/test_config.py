@@ -1,7 +1,9 @@
 """Configuration files: every shipped config is valid, and mistakes are reported precisely."""
 
+import inspect
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,9 @@ from maml_rl.config import (
     ConfigError,
     apply_overrides,
     build_env,
+    config_keys,
     load_config,
+    markdown_reference,
     parse_override,
     read_config_file,
     validate_config,
@@ -104,7 +108,8 @@ def test_unknown_key_names_it_and_lists_valid_keys():
     message = str(info.value)
     assert "my.yaml" in message
     assert "unknown key 'fast_lr'" in message and "did you mean 'fast-lr'" in message
-    assert "valid keys are: " + ", ".join(CONFIG_KEYS) in message
+    assert "valid keys for algorithm 'maml-trpo' are: " + ", ".join(config_keys("maml-trpo")) in message
+    assert list(config_keys("maml-trpo")) == list(CONFIG_KEYS)  # the only algorithm so far
 
 
 @pytest.mark.parametrize(
@@ -135,9 +140,9 @@ def test_wrong_value_names_key_value_and_expectation(key, value, expected):
 
 def test_every_problem_is_reported_at_once():
     raw = {**MINIMAL, "fast-lr": "0.1", "meta-batch-size": 0, "fast_lr": 1}
-    del raw["gamma"]
+    del raw["hidden-sizes"]
     message = str(pytest.raises(ConfigError, validate_config, raw).value)
-    for part in ("fast-lr: got '0.1'", "meta-batch-size: got 0", "unknown key 'fast_lr'", "missing key 'gamma'"):
+    for part in ("fast-lr: got '0.1'", "meta-batch-size: got 0", "unknown key 'fast_lr'", "missing key 'hidden-sizes'"):
         assert part in message
 
 
@@ -155,7 +160,7 @@ def test_defaults_and_number_normalisation():
     assert config["fast-lr"] == 1.0 and isinstance(config["fast-lr"], float)
     assert config["env-kwargs"] == {} and config["seed"] is None
     assert (config["num-steps"], config["first-order"], config["max-kl"]) == (1, False, 1e-2)
-    assert list(config) == list(CONFIG_KEYS)
+    assert list(config) == list(config_keys(config["algorithm"]))
 
 
 def test_yaml_reads_exponent_without_dot_as_float(tmp_path):
@@ -204,3 +209,96 @@ def test_non_meta_env_is_rejected():
     config = validate_config({**MINIMAL, "env-name": "CartPole-v1"})
     with pytest.raises(ConfigError, match="not a meta-learning environment"):
         build_env(config)
+
+
+def test_left_out_gamma_and_fast_lr_mean_the_api_defaults():
+    """A key left out of a config means what leaving the argument out of the Python API means."""
+    from maml_rl.metalearners import MAMLTRPO, make_metalearner
+    from maml_rl.policies import get_policy_for_env
+    from maml_rl.samplers import MultiTaskSampler
+
+    raw = {key: value for key, value in MINIMAL.items() if key not in ("gamma", "fast-lr")}
+    config = validate_config(raw)
+    assert config["gamma"] == inspect.signature(MultiTaskSampler.sample).parameters["gamma"].default
+    assert config["fast-lr"] == inspect.signature(MAMLTRPO).parameters["fast_lr"].default
+    policy = get_policy_for_env(maml_rl.envs.make_env("2DNavigation-v0")(), hidden_sizes=(4,))
+    assert make_metalearner(config, policy).inner_loop == MAMLTRPO(policy).inner_loop
+    # The shipped configs all give both, so they are unchanged.
+    assert all({"gamma", "fast-lr"} <= set(read_config_file(path)) for path in SHIPPED)
+
+
+@pytest.fixture
+def second_algorithm(monkeypatch):
+    """A second meta-learner, "promp", with one key of its own (clip-eps)."""
+    from maml_rl.hyperparameters import Hyperparameter, number
+    from maml_rl.metalearners import MAMLTRPO, METALEARNERS
+
+    class ProMP(MAMLTRPO):
+        hyperparameters = (Hyperparameter("clip-eps", float, 0.3, number(0.0, open_low=True), "Clipping range.",
+                                           argument="clip_eps"),)
+
+        def __init__(self, policy, *, clip_eps, **kwargs):
+            super().__init__(policy, **kwargs)
+            self.clip_eps = clip_eps
+
+    monkeypatch.setitem(METALEARNERS, "promp", ProMP)
+    return ProMP
+
+
+def test_key_of_another_algorithm_is_refused(second_algorithm):
+    with pytest.raises(ConfigError) as info:
+        validate_config({**MINIMAL, "clip-eps": 0.2}, source="my.yaml")
+    message = str(info.value)
+    assert "key 'clip-eps' is a setting of algorithm 'promp', not of this configuration's algorithm 'maml-trpo'" in message
+    assert "valid keys for algorithm 'maml-trpo' are: " + ", ".join(config_keys("maml-trpo")) in message
+
+    with pytest.raises(ConfigError) as info:
+        validate_config({**MINIMAL, "algorithm": "promp", "max-kl": 0.05})
+    message = str(info.value)
+    assert "key 'max-kl' is a setting of algorithm 'maml-trpo', not of this configuration's algorithm 'promp'" in message
+    assert "valid keys for algorithm 'promp' are: " + ", ".join(config_keys("promp")) in message
+    assert "clip-eps" in message and "cg-iters" not in message.split("valid keys")[1]
+
+    config = validate_config({**MINIMAL, "algorithm": "promp"})
+    assert config["clip-eps"] == 0.3 and "max-kl" not in config
+    assert list(config) == list(config_keys("promp"))
+    from maml_rl.metalearners import make_metalearner
+    from maml_rl.policies import get_policy_for_env
+
+    policy = get_policy_for_env(maml_rl.envs.make_env("2DNavigation-v0")(), hidden_sizes=(4,))
+    learner = make_metalearner({**config, "clip-eps": 0.25}, policy)
+    assert type(learner) is second_algorithm and learner.clip_eps == 0.25 and learner.fast_lr == 0.1
+
+
+def test_every_algorithm_declares_its_keys():
+    from maml_rl.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS
+    from maml_rl.metalearners import METALEARNERS
+
+    assert set(METALEARNERS) == set(ALGORITHM_KEYS)
+    for name, learner in METALEARNERS.items():
+        assert learner.hyperparameters is ALGORITHM_KEYS[name]
+    shared = {h.key for h in SHARED_KEYS}
+    for keys in ALGORITHM_KEYS.values():
+        assert not shared & {h.key for h in keys}
+
+
+def test_docs_hold_the_key_reference():
+    """docs/training.md holds `python -m maml_rl.config --markdown` between its markers."""
+    text = (ROOT / "docs" / "training.md").read_text()
+    match = re.search(r"<!-- config-keys:start -->\n(.*?)<!-- config-keys:end -->", text, re.DOTALL)
+    assert match, "docs/training.md lacks the <!-- config-keys:start --> ... <!-- config-keys:end --> markers"
+    assert match.group(1).strip() == markdown_reference().strip(), (
+        "the key reference in docs/training.md is out of date: paste `python -m maml_rl.config --markdown` "
+        "between its markers"
+    )
+    for key in CONFIG_KEYS:
+        assert f"| `{key}` |" in match.group(1)
+
+
+def test_loss_averaging_choices_are_those_of_the_losses():
+    """hyperparameters.py may not import the episodes (they read its defaults): the choices must agree."""
+    from maml_rl.episodes import LOSS_AVERAGING
+
+    assert CONFIG_KEYS["loss-averaging"].expected == " or ".join(f'"{value}"' for value in LOSS_AVERAGING)
+    for value in LOSS_AVERAGING:
+        assert validate_config({**MINIMAL, "loss-averaging": value})["loss-averaging"] == value

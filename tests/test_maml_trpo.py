@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import OrderedDict
 
@@ -239,7 +240,7 @@ def test_step_restores_the_parameters_when_no_step_is_accepted(monkeypatch):
     policy, train, valid = problem()
     learner = MAMLTRPO(policy, fast_lr=0.3, ls_max_steps=4)
     before = flatten_tensors(policy.parameters()).detach().clone()
-    monkeypatch.setattr(learner, "_evaluate", lambda *args: (float("inf"), 0.0))
+    monkeypatch.setattr(learner, "_trial", lambda *args: (float("inf"), 0.0))
     logs = learner.step(train, valid)
     assert logs["accepted"] is False
     assert logs["ls_steps"] == 4
@@ -264,3 +265,22 @@ def test_step_checks_its_inputs():
         learner.step(train, valid)
     with pytest.raises(ValueError, match="same tasks"):
         MAMLTRPO(policy).step([train[0][:2]], valid)
+
+
+def test_constructor_defaults_are_the_declared_ones():
+    """MAMLTRPO's keyword defaults are those of the keys it takes (shared and its own), as a config's."""
+    from maml_rl.hyperparameters import SHARED_KEYS
+
+    signature = inspect.signature(MAMLTRPO).parameters
+    declared = {h.argument: h for h in (*SHARED_KEYS, *MAMLTRPO.hyperparameters) if h.argument is not None}
+    assert {h.key for h in MAMLTRPO.hyperparameters} <= {h.key for h in declared.values()}
+    for argument, hyperparameter in declared.items():
+        assert signature[argument].default == hyperparameter.default, hyperparameter.key
+    # Every other keyword is an API-only option, not a hyperparameter.
+    assert set(signature) - set(declared) == {"policy", "device", "curvature"}
+    learner = MAMLTRPO(make_policy())
+    values = {"fast_lr": learner.fast_lr, "num_steps": learner.num_steps, "averaging": learner.averaging,
+              "first_order": learner.first_order, "max_kl": learner.max_kl, "cg_iters": learner.cg_iters,
+              "cg_damping": learner.cg_damping, "ls_max_steps": learner.ls_max_steps,
+              "ls_backtrack_ratio": learner.ls_backtrack_ratio}
+    assert values == {argument: h.default for argument, h in declared.items()}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
 from maml_rl.adaptation import InnerLoop
 from maml_rl.episodes import BatchEpisodes
-from maml_rl.policies.policy import Policy
+from maml_rl.hyperparameters import SHARED_KEYS, Hyperparameter
+from maml_rl.policies.policy import Params, Policy
 
 __all__ = ["MetaLearner", "StaleEpisodesError", "StepLogs", "TrainEpisodes", "ValidEpisodes"]
 
@@ -20,7 +21,6 @@ TrainEpisodes = Sequence[Sequence[BatchEpisodes]]
 ValidEpisodes = Sequence[BatchEpisodes]
 #: What :meth:`MetaLearner.step` reports: scalars by name (losses, KL, timings...).
 StepLogs = dict[str, "float | int | bool"]
-Params = Mapping[str, torch.Tensor]
 
 
 class StaleEpisodesError(ValueError):
@@ -32,20 +32,29 @@ class MetaLearner(ABC):
 
     A new algorithm is a subclass in its own file, added to
     :data:`maml_rl.metalearners.METALEARNERS` under the name config files use
-    (the ``algorithm`` key); ``train.py`` needs no change.
+    (the ``algorithm`` key), with its own configuration keys declared in
+    :data:`maml_rl.hyperparameters.ALGORITHM_KEYS` under the same name and
+    set as its :attr:`hyperparameters`; ``train.py`` needs no change.
 
     :ivar policy: the meta-trained policy.
     :ivar inner_loop: the adaptation, shared with the sampler
         (``sampler.sample(tasks, inner_loop=learner.inner_loop)``).
     """
 
+    #: The configuration keys of this algorithm only (the shared ones apply to every algorithm).
+    hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = ()
     policy: Policy
     inner_loop: InnerLoop
 
     @classmethod
-    @abstractmethod
     def from_config(cls, policy: Policy, config: Mapping[str, Any], device: str | torch.device = "cpu") -> "MetaLearner":
-        """Build from a validated configuration (:func:`maml_rl.config.validate_config`)."""
+        """Build from a validated configuration (:func:`maml_rl.config.validate_config`).
+
+        Every shared key and every key of :attr:`hyperparameters` that declares an
+        ``argument`` is passed to the constructor as that keyword.
+        """
+        keys = (*SHARED_KEYS, *cls.hyperparameters)
+        return cls(policy, device=device, **{h.argument: config[h.key] for h in keys if h.argument is not None})
 
     @abstractmethod
     def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> "OrderedDict[str, torch.Tensor]":

@@ -5,16 +5,17 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import torch
 from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
 
-from maml_rl.adaptation import InnerLoop, inner_step
+from maml_rl.adaptation import InnerLoop
 from maml_rl.episodes import TaskBatch
-from maml_rl.hyperparameters import DEFAULTS
-from maml_rl.losses import batched_kl_hessian, batched_reinforce_hessian, mean_kl, surrogate_loss
+from maml_rl.hyperparameters import DEFAULTS, MAML_TRPO_KEYS
+from maml_rl.losses import mean_kl, surrogate_loss
 from maml_rl.metalearners.base import (
     MetaLearner,
     StepLogs,
@@ -23,193 +24,36 @@ from maml_rl.metalearners.base import (
     check_same_params,
     recorded_params,
 )
-from maml_rl.policies.policy import Policy, expand_params
+from maml_rl.metalearners.meta_graph import CURVATURES, MetaGraph
+from maml_rl.policies.policy import Params, Policy, expand_params
 from maml_rl.utils.optimization import conjugate_gradient
-from maml_rl.utils.torch_utils import (
-    detach_distribution,
-    distribution_tensors,
-    flatten_tensors,
-    rebuild_distribution,
-    unflatten_like,
-)
+from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors
 
-TensorList = Sequence[torch.Tensor]
+__all__ = ["MAMLTRPO"]
 
 
-def _grad(
-    outputs: TensorList, inputs: TensorList, grad_outputs: TensorList | None = None, create_graph: bool = False
-) -> tuple[torch.Tensor, ...]:
-    """``torch.autograd.grad`` keeping the graph, with zeros for inputs an output does not reach."""
-    return torch.autograd.grad(
-        outputs,
-        inputs,
-        grad_outputs=grad_outputs,
-        retain_graph=True,
-        create_graph=create_graph,
-        allow_unused=True,
-        materialize_grads=True,
-    )
 
+@dataclass(frozen=True)
+class _SearchDirection:
+    """What :meth:`MAMLTRPO._search_direction` finds at the current parameters, graphs freed."""
 
-class _MetaGraph:
-    """Graphs of one meta-update, from the meta-parameters to the post-adaptation policy.
-
-    Three pieces are kept separate so that products with the KL Hessian can be
-    formed without third-order derivatives:
-
-    * ``expanded -> adapted``: the inner loop, from ``K`` stride-0 copies of the
-      meta-parameters to the stacked adapted parameters;
-    * ``outer -> dist``: the policy at (a detached copy of) the adapted parameters;
-    * ``dist -> KL``: the KL divergence as a function of the distribution's tensors.
-
-    When the policy has closed-form products with its inner loss's Hessian
-    (:meth:`Policy.nll_hessian`), the inner loop keeps no graph: its Jacobian,
-    ``prod_k (I - fast_lr * H_k)`` over the inner steps, is applied through
-    those products instead of by differentiating autograd's backward pass.
-    """
-
-    def __init__(
-        self,
-        learner: "MAMLTRPO",
-        params: "OrderedDict[str, torch.Tensor]",
-        train_batches: Sequence[TaskBatch],
-        valid: TaskBatch,
-        behaviour: "OrderedDict[str, torch.Tensor] | None" = None,
-        sampled_with: InnerLoop | None = None,
-    ) -> None:
-        self.names = list(params.keys())
-        self.params = list(params.values())
-        num_tasks = valid.num_tasks
-        self.num_tasks = num_tasks
-        expanded = expand_params(params, num_tasks)
-        self.expanded = list(expanded.values())
-        self.fast_lr = learner.inner_loop.fast_lr
-        self.policy = learner.policy
-        self.curvature = learner.curvature
-        self.inner_hessians = None
-        if not learner.first_order and learner.curvature == "auto":
-            adapted, self.inner_hessians = learner._adapt_with_hessians(expanded, train_batches)
-        if self.inner_hessians is None:
-            adapted = learner.inner_loop.adapt(learner.policy, train_batches, expanded, learner.first_order)
-        self.adapted = list(adapted.values())
-        self.t_adapt = time.perf_counter()
-
-        outer = OrderedDict((name, p.detach().requires_grad_()) for name, p in adapted.items())
-        self.outer = list(outer.values())
-        self.pi = learner.policy(valid.observations, params=outer)
-        if behaviour is None:
-            # Episodes from elsewhere carry no behaviour policy: taken to be on-policy.
-            self.old_pi = detach_distribution(self.pi)
-        else:
-            recorded = f"They were adapted with {sampled_with}. " if sampled_with is not None else ""
-            check_same_params(
-                outer, behaviour, "valid_episodes",
-                f"{recorded}Sample them with this learner's inner loop, {learner.inner_loop} "
-                f"(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.",
-            )
-            with torch.no_grad():
-                self.old_pi = learner.policy(valid.observations, params=behaviour)
-        self.old_log_probs = self.old_pi.log_prob(valid.actions)
-        with torch.no_grad():
-            # max |pi / pi_old - 1| over the valid steps: 0 when the data is on-policy.
-            deviation = (torch.exp(self.pi.log_prob(valid.actions) - self.old_log_probs) - 1).abs()
-            self.ratio_deviation = deviation.masked_fill(valid.weights == 0, 0).max().item()
-        self.loss = surrogate_loss(self.pi, self.old_pi, valid, self.old_log_probs).mean()
-        self.kl = mean_kl(self.old_pi, self.pi, valid).mean()
-        # Chain rule across the cut: d loss / d outer, then back through the inner loop.
-        grad_outer = _grad([self.loss], self.outer)
-        self.loss_grad = flatten_tensors(self.adaptation_vjp(grad_outer))
-        # With one inner step, d adapted / d expanded is
-        # I - fast_lr * Hessian of the inner loss: symmetric, so a backward pass
-        # gives its product with a vector.
-        self.first_order = learner.first_order
-        self.symmetric_adaptation = len(train_batches) == 1
-        self.t_loss_grad = time.perf_counter()
-
-    def adaptation_vjp(self, cotangents: TensorList) -> list[torch.Tensor]:
-        """``sum_k J_k^T u_k``: per-task cotangents of the adapted parameters, pulled back to the meta-parameters."""
-        if self.inner_hessians is None:
-            return list(_grad(self.adapted, self.params, cotangents))
-        # J = (I - a H_last) ... (I - a H_first) with each H symmetric, so J^T is the reverse product.
-        return [u.sum(0) for u in self._inner_steps_product(cotangents, reversed(self.inner_hessians))]
-
-    def _inner_steps_product(self, vectors: TensorList, hessians: Iterable[Callable]) -> TensorList:
-        """``(I - fast_lr * H_n) ... (I - fast_lr * H_1) v`` for ``hessians`` in the order ``H_1 ... H_n``."""
-        for hessian in hessians:
-            vectors = [x - self.fast_lr * hx for x, hx in zip(vectors, hessian(vectors))]
-        return vectors
-
-    def kl_hessian_vector_product(self, valid: TaskBatch, damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
-        """``v -> H v + damping * v`` with ``H`` the Hessian of the mean KL at the current parameters.
-
-        At the current parameters the new and old distributions coincide, so the
-        KL's gradient with respect to the distribution's tensors is zero and its
-        Hessian with respect to the meta-parameters is exactly ``J^T F J``: ``J``
-        the Jacobian of the distribution's tensors (through the inner loop) and
-        ``F`` the KL's Hessian in distribution space. Each product is then two
-        passes through the inner-loop graph and two through the policy, all
-        built once and reused for every conjugate-gradient iteration.
-
-        :param valid: the tasks' validation data (gives the KL weights).
-        :param damping: added multiple of the identity.
-        """
-        policy_hessian = None
-        if self.curvature == "auto":
-            # The KL is averaged over tasks.
-            weighted = valid._replace(weights=valid.weights / self.num_tasks)
-            policy_hessian = batched_kl_hessian(self.policy, weighted, OrderedDict(zip(self.names, self.outer)))
-        if policy_hessian is None:
-            policy_hessian = self._policy_kl_hessian(valid)
-
-        if self.inner_hessians is not None:
-
-            def adaptation_jvp(tangents: TensorList) -> TensorList:
-                return self._inner_steps_product(tangents, self.inner_hessians)
-
-        elif self.first_order:
-
-            def adaptation_jvp(tangents: TensorList) -> TensorList:
-                # First order: the adapted parameters move one-for-one with the meta-parameters.
-                return tangents
-
-        elif self.symmetric_adaptation:
-
-            def adaptation_jvp(tangents: TensorList) -> TensorList:
-                return _grad(self.adapted, self.expanded, tangents)
-
-        else:
-            adapted_dummies = [torch.zeros_like(t, requires_grad=True) for t in self.adapted]
-            adaptation_vjp = _grad(self.adapted, self.expanded, adapted_dummies, create_graph=True)
-
-            def adaptation_jvp(tangents: TensorList) -> TensorList:
-                return _grad(adaptation_vjp, adapted_dummies, tangents)
-
-        def product(vector: torch.Tensor) -> torch.Tensor:
-            tangents = [v.expand(self.num_tasks, *v.shape) for v in unflatten_like(vector, self.params)]
-            outer_cotangents = policy_hessian(adaptation_jvp(tangents))
-            return flatten_tensors(self.adaptation_vjp(outer_cotangents)) + damping * vector
-
-        return product
-
-    def _policy_kl_hessian(self, valid: TaskBatch) -> Callable[[TensorList], TensorList]:
-        """KL Hessian products at the adapted parameters, ``J^T F J``, by autograd.
-
-        ``F`` comes from differentiating the KL twice in distribution space; ``J v``
-        from differentiating ``J^T u`` (linear in ``u``) with respect to ``u``.
-        """
-        dist = distribution_tensors(self.pi)
-        dist_leaves = [t.detach().requires_grad_() for t in dist]
-        kl = mean_kl(self.old_pi, rebuild_distribution(self.pi, dist_leaves), valid).mean()
-        kl_grad = _grad([kl], dist_leaves, create_graph=True)
-        dist_dummies = [torch.zeros_like(t, requires_grad=True) for t in dist]
-        policy_vjp = _grad(dist, self.outer, dist_dummies, create_graph=True)
-
-        def product(adapted_tangents: TensorList) -> TensorList:
-            dist_tangents = _grad(policy_vjp, dist_dummies, adapted_tangents)
-            dist_cotangents = _grad(kl_grad, dist_leaves, dist_tangents)
-            return _grad(dist, self.outer, dist_cotangents)
-
-        return product
+    loss: float
+    """Surrogate loss, averaged over tasks."""
+    kl: float
+    """Mean KL from the old policy (0 for on-policy data)."""
+    direction: torch.Tensor
+    """Natural-gradient direction ``s = (H + damping)^-1 g``, flat."""
+    curvature: float
+    """``s^T (H + damping) s``."""
+    old_pi: Distribution
+    """The policy that sampled the valid episodes (detached)."""
+    old_log_probs: torch.Tensor
+    """Its log-probabilities of the valid actions."""
+    ratio_deviation: float
+    """``max |pi / pi_old - 1|`` over the valid steps: 0 when the data is on-policy."""
+    time_adapt: float
+    time_loss_grad: float
+    time_cg: float
 
 
 class MAMLTRPO(MetaLearner):
@@ -220,8 +64,9 @@ class MAMLTRPO(MetaLearner):
     Outer loop: one TRPO step on the post-adaptation surrogate loss, averaged
     over tasks, under a mean-KL trust region. All tasks are processed together:
     their data is stacked and the meta-parameters are expanded to one copy per
-    task, so each phase is a single batched forward/backward. Defaults come
-    from :data:`maml_rl.hyperparameters.DEFAULTS`.
+    task, so each phase is a single batched forward/backward. Defaults are the
+    declared ones (:mod:`maml_rl.hyperparameters`), those of a configuration
+    that leaves the key out.
 
     :param policy: policy supporting stacked per-task parameters.
     :param fast_lr: inner-loop step size.
@@ -238,6 +83,8 @@ class MAMLTRPO(MetaLearner):
     :param ls_max_steps: maximum number of line-search steps.
     :param ls_backtrack_ratio: step shrink factor between line-search steps.
     """
+
+    hyperparameters = MAML_TRPO_KEYS
 
     def __init__(
         self,
@@ -257,7 +104,7 @@ class MAMLTRPO(MetaLearner):
     ) -> None:
         if not getattr(policy, "supports_batched_params", False):
             raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
-        if curvature not in ("auto", "autograd"):
+        if curvature not in CURVATURES:
             raise ValueError(f"curvature must be 'auto' or 'autograd', got {curvature!r}")
         if num_steps < 1:
             raise ValueError(f"MAML needs num_steps >= 1 inner steps, got {num_steps!r}")
@@ -272,30 +119,44 @@ class MAMLTRPO(MetaLearner):
         self.ls_max_steps = int(ls_max_steps)
         self.ls_backtrack_ratio = float(ls_backtrack_ratio)
 
-    @classmethod
-    def from_config(cls, policy: Policy, config: Mapping[str, Any], device: str | torch.device = "cpu") -> "MAMLTRPO":
-        """Build from a validated configuration's keys (``fast-lr``, ``max-kl``, ...)."""
-        return cls(
-            policy, fast_lr=config["fast-lr"], num_steps=config["num-steps"], first_order=config["first-order"],
-            device=device, averaging=config["loss-averaging"], max_kl=config["max-kl"], cg_iters=config["cg-iters"],
-            cg_damping=config["cg-damping"], ls_max_steps=config["ls-max-steps"],
-            ls_backtrack_ratio=config["ls-backtrack-ratio"],
-        )
-
     @property
     def fast_lr(self) -> float:
+        """The inner loop's step size."""
         return self.inner_loop.fast_lr
 
     @property
     def num_steps(self) -> int:
+        """The inner loop's number of gradient steps."""
         return self.inner_loop.num_steps
 
     @property
     def averaging(self) -> str:
+        """How the losses weigh a task's steps, ``"step"`` or ``"episode"``."""
         return self.inner_loop.averaging
 
+    # ------------------------------------------------------------------ data
+    def task_batch(self, episodes_list: ValidEpisodes) -> TaskBatch:
+        """Stack one batch per task into a :class:`~maml_rl.episodes.TaskBatch` on this device."""
+        return self.inner_loop.task_batch(episodes_list, self.device)
+
+    def _task_batches(
+        self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes
+    ) -> tuple[list[TaskBatch], TaskBatch]:
+        return [self.task_batch(step_episodes) for step_episodes in train_episodes], self.task_batch(valid_episodes)
+
+    def _meta_graph(self, train_batches: Sequence[TaskBatch], valid: TaskBatch) -> MetaGraph:
+        return MetaGraph(self.policy, self.inner_loop, OrderedDict(self.policy.named_meta_parameters()),
+                         train_batches, valid.observations, first_order=self.first_order, curvature=self.curvature)
+
+    @staticmethod
+    def _surrogate(
+        pi: Distribution, old_pi: Distribution, old_log_probs: torch.Tensor, valid: TaskBatch
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The surrogate loss and the KL from ``old_pi``, both averaged over tasks."""
+        return surrogate_loss(pi, old_pi, valid, old_log_probs).mean(), mean_kl(old_pi, pi, valid).mean()
+
     # ------------------------------------------------------------ adaptation
-    def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> "OrderedDict[str, torch.Tensor]":
+    def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> Params:
         """Every task's adapted parameters, stacked ``[K, ...]``.
 
         :param train_episodes: ``train_episodes[step][task]``, gathered before inner step ``step``.
@@ -304,120 +165,43 @@ class MAMLTRPO(MetaLearner):
         """
         return self._adapt_batches([self.task_batch(step) for step in train_episodes], first_order)
 
-    def _adapt_batches(
-        self,
-        train_batches: Sequence[TaskBatch],
-        first_order: bool | None = None,
-    ) -> "OrderedDict[str, torch.Tensor]":
+    def _adapt_batches(self, train_batches: Sequence[TaskBatch], first_order: bool | None = None) -> Params:
         if first_order is None:
             first_order = self.first_order
-        params = OrderedDict(self.policy.named_meta_parameters())
-        expanded = expand_params(params, train_batches[0].num_tasks)
+        expanded = expand_params(OrderedDict(self.policy.named_meta_parameters()), train_batches[0].num_tasks)
         return self.inner_loop.adapt(self.policy, train_batches, expanded, first_order)
 
-    def _adapt_with_hessians(
-        self,
-        stacked: "OrderedDict[str, torch.Tensor]",
-        train_batches: Sequence[TaskBatch],
-    ) -> tuple["OrderedDict[str, torch.Tensor]", list[Callable] | None]:
-        """Adapted parameters (values only) and each inner step's Hessian products.
-
-        :return: ``(adapted, hessians)``, with ``hessians`` ``None`` when the policy has no closed form.
-        """
-        hessians = []
-        stacked = OrderedDict((name, p.detach()) for name, p in stacked.items())
-        for batch in train_batches:
-            hessian = batched_reinforce_hessian(self.policy, batch, stacked)
-            if hessian is None:
-                return stacked, None
-            hessians.append(hessian)
-            with torch.enable_grad():
-                leaves = OrderedDict((name, p.requires_grad_()) for name, p in stacked.items())
-                stacked = inner_step(self.policy, batch, leaves, self.inner_loop.fast_lr, first_order=True)
-            stacked = OrderedDict((name, p.detach()) for name, p in stacked.items())
-        return stacked, hessians
-
-    # ------------------------------------------------------------- meta-step
-    def task_batch(self, episodes_list: ValidEpisodes) -> TaskBatch:
-        """Stack one batch per task into a :class:`~maml_rl.episodes.TaskBatch` on this device."""
-        return self.inner_loop.task_batch(episodes_list, self.device)
-
-    def meta_gradient(
-        self,
-        train_episodes: TrainEpisodes,
-        valid_episodes: ValidEpisodes,
-    ) -> torch.Tensor:
-        """Gradient of the mean post-adaptation surrogate loss at the current parameters.
+    # ----------------------------------------------------------- inspection
+    def meta_gradient(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> torch.Tensor:
+        """Gradient of the mean post-adaptation surrogate loss at the current parameters, for on-policy episodes.
 
         :param train_episodes: ``train_episodes[step][task]``.
         :param valid_episodes: ``valid_episodes[task]``.
         :return: flat vector over :meth:`Policy.named_meta_parameters`, in order.
         """
-        train_batches = [self.task_batch(step_episodes) for step_episodes in train_episodes]
-        valid = self.task_batch(valid_episodes)
-        graph = _MetaGraph(self, OrderedDict(self.policy.named_meta_parameters()), train_batches, valid)
-        return graph.loss_grad.detach()
+        train_batches, valid = self._task_batches(train_episodes, valid_episodes)
+        graph = self._meta_graph(train_batches, valid)
+        old_pi = detach_distribution(graph.pi)
+        loss, _ = self._surrogate(graph.pi, old_pi, old_pi.log_prob(valid.actions), valid)
+        return graph.gradient(loss).detach()
 
     def kl_hessian_vector_product(
-        self,
-        train_episodes: TrainEpisodes,
-        valid_episodes: ValidEpisodes,
-        damping: float = 0.0,
+        self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes, damping: float = 0.0
     ) -> Callable[[torch.Tensor], torch.Tensor]:
         """Products with the Hessian of the mean post-adaptation KL at the current parameters.
 
-        Exposed for inspection and tests; :meth:`step` builds the same products internally.
+        :meth:`step` solves its conjugate gradient with the same products.
 
         :param train_episodes: ``train_episodes[step][task]``.
         :param valid_episodes: ``valid_episodes[task]``.
         :param damping: added multiple of the identity.
         :return: function mapping a flat vector over the meta-parameters to ``H v + damping v``.
         """
-        train_batches = [self.task_batch(step_episodes) for step_episodes in train_episodes]
-        valid = self.task_batch(valid_episodes)
-        graph = _MetaGraph(self, OrderedDict(self.policy.named_meta_parameters()), train_batches, valid)
-        return graph.kl_hessian_vector_product(valid, damping)
+        train_batches, valid = self._task_batches(train_episodes, valid_episodes)
+        graph = self._meta_graph(train_batches, valid)
+        return graph.kl_hessian_vector_product(detach_distribution(graph.pi), valid, damping)
 
-    @torch.no_grad()
-    def _evaluate(
-        self, train_batches: Sequence[TaskBatch], valid: TaskBatch, old_pi: Distribution, old_log_probs: torch.Tensor
-    ) -> tuple[float, float]:
-        """Surrogate loss and KL at the policy's current parameters (no graph kept)."""
-        with torch.enable_grad():
-            # The adapted values do not depend on first/second order; skip the graph.
-            adapted = self._adapt_batches(train_batches, first_order=True)
-        adapted = OrderedDict((name, p.detach()) for name, p in adapted.items())
-        pi = self.policy(valid.observations, params=adapted)
-        loss = surrogate_loss(pi, old_pi, valid, old_log_probs).mean()
-        kl = mean_kl(old_pi, pi, valid).mean()
-        return loss.item(), kl.item()
-
-    def _search_direction(
-        self,
-        params: "OrderedDict[str, torch.Tensor]",
-        train_batches: Sequence[TaskBatch],
-        valid: TaskBatch,
-        behaviour: "OrderedDict[str, torch.Tensor] | None",
-        sampled_with: InnerLoop | None,
-        timings: dict[str, float],
-    ) -> tuple[float, float, torch.Tensor, float, Distribution, torch.Tensor]:
-        """Loss, KL, natural-gradient direction and its curvature ``s^T (H + damping) s``.
-
-        Kept in its own frame so that every graph is freed when it returns.
-        """
-        start = time.perf_counter()
-        graph = _MetaGraph(self, params, train_batches, valid, behaviour, sampled_with)
-        hvp = graph.kl_hessian_vector_product(valid, self.cg_damping)
-        stepdir, residual = conjugate_gradient(hvp, graph.loss_grad, cg_iters=self.cg_iters, return_residual=True)
-        # s^T A s = s^T (b - r): the curvature along s without one more product.
-        shs = torch.dot(stepdir, graph.loss_grad - residual).item()
-        end = time.perf_counter()
-        timings["time_adapt"] = graph.t_adapt - start
-        timings["time_loss_grad"] = graph.t_loss_grad - graph.t_adapt
-        timings["time_cg"] = end - graph.t_loss_grad
-        timings["ratio_deviation_before"] = graph.ratio_deviation
-        return graph.loss.item(), graph.kl.item(), stepdir, shs, graph.old_pi, graph.old_log_probs
-
+    # ------------------------------------------------------------- meta-step
     def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> StepLogs:
         """One TRPO meta-update of the policy's parameters.
 
@@ -440,46 +224,31 @@ class MAMLTRPO(MetaLearner):
             ``time_adapt`` (inner loop), ``time_loss_grad`` (outer loss and meta-gradient),
             ``time_cg`` (conjugate gradient), ``time_line_search`` and ``time_total``.
         """
-        if len(train_episodes) != self.num_steps:
-            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}")
-        if any(len(step_episodes) != len(valid_episodes) for step_episodes in train_episodes):
-            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
-        names = [name for name, _ in self.policy.named_meta_parameters()]
-        sampled_with = recorded_params(train_episodes[0], names)
-        if sampled_with is not None:
-            current = expand_params(OrderedDict(self.policy.named_meta_parameters()), len(valid_episodes))
-            check_same_params(current, sampled_with, "train_episodes[0]",
-                              "Sample new episodes after every step(): each batch serves one update.")
-        behaviour = recorded_params(valid_episodes, names)
-        if behaviour is not None:
-            behaviour = OrderedDict((name, p.to(self.device)) for name, p in behaviour.items())
+        behaviour = self._behaviour_params(train_episodes, valid_episodes)
         start = time.perf_counter()
-        train_batches = [self.task_batch(step_episodes) for step_episodes in train_episodes]
-        valid = self.task_batch(valid_episodes)
-        named = OrderedDict(self.policy.named_meta_parameters())
-        params = list(named.values())
-        timings: dict[str, float] = {}
+        train_batches, valid = self._task_batches(train_episodes, valid_episodes)
+        params = [p for _, p in self.policy.named_meta_parameters()]
 
-        loss_before, kl_before, stepdir, shs, old_pi, old_log_probs = self._search_direction(
-            named, train_batches, valid, behaviour, valid_episodes[0].inner_loop, timings
-        )
-        if not math.isfinite(loss_before):
-            raise RuntimeError(f"the surrogate loss is not finite ({loss_before}); check the episodes' advantages")
+        # Surrogate loss, its gradient, and the natural-gradient direction by conjugate gradient.
+        search = self._search_direction(train_batches, valid, behaviour, valid_episodes[0].inner_loop)
+        if not math.isfinite(search.loss):
+            raise RuntimeError(f"the surrogate loss is not finite ({search.loss}); check the episodes' advantages")
         t_search = time.perf_counter()
 
-        loss_after, kl_after = loss_before, kl_before
+        # Backtracking line search from the step whose quadratic KL model reaches max_kl.
+        loss_after, kl_after = search.loss, search.kl
         accepted = False
         ls_steps = 0
         with torch.no_grad():
             old_vector = flatten_tensors(params).clone()
-            if shs > 0 and math.isfinite(shs):
-                full_step = stepdir * math.sqrt(2.0 * self.max_kl / shs)
+            if search.curvature > 0 and math.isfinite(search.curvature):
+                full_step = search.direction * math.sqrt(2.0 * self.max_kl / search.curvature)
                 step_size = 1.0
                 for _ in range(self.ls_max_steps):
                     ls_steps += 1
                     vector_to_parameters(old_vector - step_size * full_step, params)
-                    loss, kl = self._evaluate(train_batches, valid, old_pi, old_log_probs)
-                    if loss < loss_before and kl < self.max_kl:
+                    loss, kl = self._trial(train_batches, valid, search.old_pi, search.old_log_probs)
+                    if loss < search.loss and kl < self.max_kl:
                         accepted = True
                         loss_after, kl_after = loss, kl
                         break
@@ -489,16 +258,98 @@ class MAMLTRPO(MetaLearner):
         end = time.perf_counter()
 
         return {
-            "loss_before": loss_before,
+            "loss_before": search.loss,
             "loss_after": loss_after,
-            "kl_before": kl_before,
+            "kl_before": search.kl,
             "kl_after": kl_after,
-            "ratio_deviation_before": timings.pop("ratio_deviation_before"),
+            "ratio_deviation_before": search.ratio_deviation,
             "ls_steps": ls_steps,
             "accepted": accepted,
-            "time_adapt": timings["time_adapt"],
-            "time_loss_grad": timings["time_loss_grad"],
-            "time_cg": timings["time_cg"],
+            "time_adapt": search.time_adapt,
+            "time_loss_grad": search.time_loss_grad,
+            "time_cg": search.time_cg,
             "time_line_search": end - t_search,
             "time_total": end - start,
         }
+
+    def _behaviour_params(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> Params | None:
+        """The adapted parameters that sampled ``valid_episodes`` (``None``: not recorded, taken to be on-policy).
+
+        :raises ValueError: the episodes do not fit :attr:`num_steps` or do not cover the same tasks.
+        :raises StaleEpisodesError: ``train_episodes[0]`` were sampled by other parameters than the policy's.
+        """
+        if len(train_episodes) != self.num_steps:
+            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}")
+        if any(len(step_episodes) != len(valid_episodes) for step_episodes in train_episodes):
+            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
+        names = [name for name, _ in self.policy.named_meta_parameters()]
+        pre_adaptation = recorded_params(train_episodes[0], names)
+        if pre_adaptation is not None:
+            current = expand_params(OrderedDict(self.policy.named_meta_parameters()), len(valid_episodes))
+            check_same_params(current, pre_adaptation, "train_episodes[0]",
+                              "Sample new episodes after every step(): each batch serves one update.")
+        behaviour = recorded_params(valid_episodes, names)
+        if behaviour is not None:
+            behaviour = OrderedDict((name, p.to(self.device)) for name, p in behaviour.items())
+        return behaviour
+
+    def _search_direction(
+        self,
+        train_batches: Sequence[TaskBatch],
+        valid: TaskBatch,
+        behaviour: Params | None,
+        sampled_with: InnerLoop | None,
+    ) -> _SearchDirection:
+        """Loss, KL and natural-gradient direction at the current parameters.
+
+        Kept in its own frame so that every graph is freed when it returns.
+        """
+        start = time.perf_counter()
+        graph = self._meta_graph(train_batches, valid)
+        t_adapt = time.perf_counter()
+        old_pi = self._old_policy(graph, valid, behaviour, sampled_with)
+        old_log_probs = old_pi.log_prob(valid.actions)
+        loss, kl = self._surrogate(graph.pi, old_pi, old_log_probs, valid)
+        loss_grad = graph.gradient(loss)
+        t_loss_grad = time.perf_counter()
+        hvp = graph.kl_hessian_vector_product(old_pi, valid, self.cg_damping)
+        direction, residual = conjugate_gradient(hvp, loss_grad, cg_iters=self.cg_iters, return_residual=True)
+        # s^T A s = s^T (b - r): the curvature along s without one more product.
+        curvature = torch.dot(direction, loss_grad - residual).item()
+        end = time.perf_counter()
+        with torch.no_grad():
+            deviation = (torch.exp(graph.pi.log_prob(valid.actions) - old_log_probs) - 1).abs()
+            ratio_deviation = deviation.masked_fill(valid.weights == 0, 0).max().item()
+        return _SearchDirection(
+            loss=loss.item(), kl=kl.item(), direction=direction, curvature=curvature, old_pi=old_pi,
+            old_log_probs=old_log_probs, ratio_deviation=ratio_deviation, time_adapt=t_adapt - start,
+            time_loss_grad=t_loss_grad - t_adapt, time_cg=end - t_loss_grad,
+        )
+
+    def _old_policy(
+        self, graph: MetaGraph, valid: TaskBatch, behaviour: Params | None, sampled_with: InnerLoop | None
+    ) -> Distribution:
+        """The policy that sampled the valid episodes, after checking it is the adapted policy (detached)."""
+        if behaviour is None:
+            # Episodes from elsewhere carry no behaviour policy: taken to be on-policy.
+            return detach_distribution(graph.pi)
+        recorded = f"They were adapted with {sampled_with}. " if sampled_with is not None else ""
+        check_same_params(
+            graph.adapted_params, behaviour, "valid_episodes",
+            f"{recorded}Sample them with this learner's inner loop, {self.inner_loop} "
+            f"(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.",
+        )
+        with torch.no_grad():
+            return self.policy(valid.observations, params=behaviour)
+
+    @torch.no_grad()
+    def _trial(
+        self, train_batches: Sequence[TaskBatch], valid: TaskBatch, old_pi: Distribution, old_log_probs: torch.Tensor
+    ) -> tuple[float, float]:
+        """Surrogate loss and KL at the policy's current parameters (a line-search trial; no graph kept)."""
+        with torch.enable_grad():
+            # The adapted values do not depend on first/second order; skip the graph.
+            adapted = self._adapt_batches(train_batches, first_order=True)
+        adapted = OrderedDict((name, p.detach()) for name, p in adapted.items())
+        loss, kl = self._surrogate(self.policy(valid.observations, params=adapted), old_pi, old_log_probs, valid)
+        return loss.item(), kl.item()

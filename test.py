@@ -42,26 +42,31 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 from gymnasium import spaces
 from tqdm import tqdm
 
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
 from maml_rl.config import ConfigError, build_env, load_config
-from maml_rl.policies import get_nonlinearity, get_policy_for_env
-from maml_rl.samplers import MultiTaskSampler, usable_cpus
-from maml_rl.training import (
-    CONFIG_FILE,
+from maml_rl.evaluation import (
+    check_architecture,
+    class_table,
+    evaluation_env_kwargs,
+    listed_tasks,
+    plot_returns,
+    read_policy,
+    summary_table,
+)
+from maml_rl.policies import get_policy_for_env
+from maml_rl.runs import (
     atomic_write,
     carries_success,
     check_writable,
     mean_returns,
-    read_checkpoint,
     resolve_device,
-    safe_load,
     success_rates,
 )
+from maml_rl.samplers import MultiTaskSampler, usable_cpus
 
 __all__ = ["class_table", "main", "parse_args", "summary_table"]
 
@@ -117,149 +122,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.policy = args.policy or str(folder / "policy.th")
     args.output = args.output or str(folder / "results.npz")
     return args
-
-
-def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None) -> str:
-    """``step | mean return ± std over tasks | standard error of the mean`` for a ``[K+1, num_tasks]`` array,
-    with a ``success rate`` column (± its standard error over tasks) when ``success_per_step`` is given.
-
-    The standard error says how far the mean over these tasks may be from the mean over
-    all tasks: compare two policies (or a paper's figure) within a few of it.
-    """
-    def error(values: np.ndarray, width: int, spec: str = ".3f") -> str:
-        return f"{values.std(ddof=1) / np.sqrt(values.size):{width}{spec}}" if values.size > 1 else f"{'-':>{width}}"
-
-    header = "step | mean return ± std over tasks | std. error of the mean"
-    rule = "-----+------------------------------+-----------------------"
-    if success_per_step is not None:
-        header += " | success rate ± std. error"
-        rule += "+---------------------------"
-    lines = [header, rule]
-    for step, returns in enumerate(returns_per_step):
-        note = "  (before adaptation)" if step == 0 else ""
-        line = f"{step:4d} | {returns.mean():12.3f} ± {returns.std():<14.3f}| {error(returns, 10)}"
-        if success_per_step is not None:
-            success = success_per_step[step]
-            line += f"            | {success.mean():11.1%} ± {error(success, 6, '.1%')}"
-        lines.append(line + note)
-    return "\n".join(lines)
-
-
-def class_table(tasks: list, returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None) -> str:
-    """Before and after adaptation per task class, for tasks of several classes
-    (Meta-World ML10/ML45: dicts with ``env_name``); ``""`` otherwise.
-
-    Meta-World reports the mean over classes of each class's success rate:
-    the last line, equal to the mean over tasks when every class has as many
-    tasks (``--all-tasks``).
-    """
-    names = [task.get("env_name") if isinstance(task, dict) else None for task in tasks]
-    classes = sorted(set(names), key=names.index)
-    if None in classes or len(classes) < 2:
-        return ""
-    with_success = success_per_step is not None
-    width = max(len(name) for name in [*classes, "mean over classes" if with_success else ""])
-    columns = [f"{'task class':{width}}", "tasks", f"{'return before -> after':^26}"]
-    if with_success:
-        columns.append("success before -> after")
-    lines = [" | ".join(columns).rstrip()]
-    class_success = []
-    for name in classes:
-        mine = np.array([n == name for n in names])
-        returns = returns_per_step[:, mine].mean(axis=1)
-        columns = [f"{name:{width}}", f"{mine.sum():5d}", f"{returns[0]:>10.1f} -> {returns[-1]:<12.1f}"]
-        if with_success:
-            success = success_per_step[:, mine].mean(axis=1)
-            class_success.append(success)
-            columns.append(f"{success[0]:>9.1%} -> {success[-1]:.1%}")
-        lines.append(" | ".join(columns).rstrip())
-    if with_success:
-        mean = np.mean(class_success, axis=0)
-        lines.append(" | ".join([f"{'mean over classes':{width}}", " " * 5, " " * 26,
-                                 f"{mean[0]:>9.1%} -> {mean[-1]:.1%}"]))
-    return "\n".join(lines)
-
-
-def listed_tasks(config: dict, env, env_kwargs: dict) -> list:
-    """Every task of the evaluated split, for ``--all-tasks``."""
-    all_tasks = getattr(env.unwrapped, "all_tasks", None)
-    if all_tasks is None:
-        raise ConfigError(f"--all-tasks: {config['env-name']} does not list its tasks (its tasks are draws from "
-                          "a distribution); choose how many with --meta-batch-size and --num-batches")
-    return list(all_tasks(env_kwargs["split"]) if "split" in env_kwargs else all_tasks())
-
-
-def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> None:
-    """PNG of the mean return (± std over tasks) against the number of adaptation steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = np.arange(len(returns_per_step))
-    mean, std = returns_per_step.mean(axis=1), returns_per_step.std(axis=1)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(steps, mean, marker="o")
-    ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
-    ax.set_xticks(steps)
-    ax.set_xlabel("number of gradient steps")
-    ax.set_ylabel("mean return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def evaluation_env_kwargs(config: dict, env, split: str | None) -> dict:
-    """The config's env-kwargs, with ``split`` (default ``"test"``) for an env with task splits."""
-    splits = getattr(env.unwrapped, "splits", None)
-    if not splits:
-        if split is not None:
-            raise ConfigError(f"--split {split}: {config['env-name']} has no train/test task splits; "
-                              "its evaluation tasks are new draws from its task distribution (see --seed)")
-        return dict(config["env-kwargs"])
-    return {**config["env-kwargs"], "split": split or "test"}
-
-
-def read_policy(path: str) -> dict:
-    """The policy's state_dict from ``policy.th``, or from a training run's ``checkpoint.pt``; read safely."""
-    state = safe_load(path, "Give --policy the policy.th or checkpoint.pt of a run of train.py.")
-    if isinstance(state, dict) and "policy" in state and "version" in state:
-        return read_checkpoint(path)["policy"]
-    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
-        raise ConfigError(f"--policy {path} is not a policy state_dict (policy.th) nor a checkpoint.pt")
-    return state
-
-
-#: What must agree between the configuration and the run that trained the policy.
-ARCHITECTURE_KEYS = ("env-name", "hidden-sizes", "nonlinearity")
-
-
-def check_architecture(config: dict, config_path: str, policy_path: str) -> None:
-    """Refuse a configuration whose policy is not the one trained next to ``policy_path``.
-
-    Shapes are checked when the weights are loaded; a different activation
-    (Tanh for a ReLU-trained policy) would load silently and give wrong
-    returns. train.py writes the run's ``config.json`` beside ``policy.th``:
-    when it is there, its architecture must match.
-    """
-    trained_path = Path(policy_path).parent / CONFIG_FILE
-    if not trained_path.is_file() or trained_path.resolve() == Path(config_path).resolve():
-        return
-    trained = load_config(trained_path)
-    same = {"nonlinearity": lambda a, b: get_nonlinearity(a) is get_nonlinearity(b)}
-    differences = [
-        f"{key}: {config[key]!r} in {config_path}, {trained[key]!r} in {trained_path}"
-        for key in ARCHITECTURE_KEYS
-        if not same.get(key, lambda a, b: a == b)(config[key], trained[key])
-    ]
-    if differences:
-        raise ConfigError(
-            f"--policy {policy_path} was trained with another policy than {config_path} describes:\n  "
-            + "\n  ".join(differences)
-            + f"\nevaluate with --config {trained_path}"
-        )
 
 
 def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:

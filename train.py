@@ -38,9 +38,7 @@ from maml_rl.command_line import add_sampler_arguments, run_script, sampler_opti
 from maml_rl.config import build_env, parse_override
 from maml_rl.metalearners import make_metalearner
 from maml_rl.policies import get_policy_for_env
-from maml_rl.samplers import MultiTaskSampler, usable_cpus
-from maml_rl.utils.memory import keep_freed_memory
-from maml_rl.training import (
+from maml_rl.runs import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
     POLICY_FILE,
@@ -55,6 +53,8 @@ from maml_rl.training import (
     resolve_run_config,
     save_checkpoint,
 )
+from maml_rl.samplers import MultiTaskSampler, usable_cpus
+from maml_rl.utils.memory import keep_freed_memory
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "maml" / "2d-navigation.yaml"
 

@@ -1,0 +1,57 @@
+"""Bookkeeping of a training run, around the loop of ``train.py``.
+
+* :mod:`~maml_rl.runs.resume`: :func:`resolve_run_config` decides the
+  configuration of a run (fresh or resumed) and checks it before anything is
+  written;
+* :mod:`~maml_rl.runs.checkpoints`: :func:`save_checkpoint` /
+  :func:`load_checkpoint` write and restore the complete state of a run,
+  atomically, so that a resumed run continues exactly;
+* :mod:`~maml_rl.runs.metrics`: :class:`MetricsLogger` appends one JSON line
+  per iteration to ``metrics.jsonl`` (and TensorBoard), :func:`episode_stats`
+  reduces sampled episodes to returns and step counts;
+* :mod:`~maml_rl.runs.files`: the run's files, written atomically, and its
+  output folder;
+* :mod:`~maml_rl.runs.device`: :func:`resolve_device`.
+"""
+
+from maml_rl.runs.checkpoints import RESUMABLE_CHANGES, load_checkpoint, read_checkpoint, safe_load, save_checkpoint
+from maml_rl.runs.device import resolve_device
+from maml_rl.runs.files import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    METRICS_FILE,
+    POLICY_FILE,
+    TENSORBOARD_DIR,
+    atomic_save,
+    atomic_write,
+    atomic_write_json,
+    check_writable,
+    prepare_output_folder,
+)
+from maml_rl.runs.metrics import MetricsLogger, carries_success, episode_stats, mean_returns, success_rates
+from maml_rl.runs.resume import resolve_run_config
+
+__all__ = [
+    "CHECKPOINT_FILE",
+    "CONFIG_FILE",
+    "METRICS_FILE",
+    "POLICY_FILE",
+    "RESUMABLE_CHANGES",
+    "TENSORBOARD_DIR",
+    "MetricsLogger",
+    "atomic_save",
+    "atomic_write",
+    "atomic_write_json",
+    "carries_success",
+    "check_writable",
+    "episode_stats",
+    "load_checkpoint",
+    "mean_returns",
+    "prepare_output_folder",
+    "read_checkpoint",
+    "resolve_device",
+    "resolve_run_config",
+    "safe_load",
+    "save_checkpoint",
+    "success_rates",
+]

@@ -1,0 +1,164 @@
+"""Checkpoints: the complete state of a run, written atomically and read without running code.
+
+A resumed run restores the policy, the baseline, the sampler, the random
+generators and the counters, so it continues exactly as a run never stopped.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from maml_rl.config import ConfigError, config_diff, validate_config
+from maml_rl.runs.files import atomic_save
+
+__all__ = ["RESUMABLE_CHANGES", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
+
+CHECKPOINT_VERSION = 1
+
+#: Keys a resumed run may change: the run is simply made longer (or shorter).
+RESUMABLE_CHANGES = ("num-batches",)
+
+
+def _rng_state() -> dict:
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _cpu_state_dict(module: torch.nn.Module) -> dict:
+    return {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
+
+
+def save_checkpoint(
+    path: str | Path,
+    *,
+    iteration: int,
+    config: Mapping[str, Any],
+    policy: torch.nn.Module,
+    baseline: torch.nn.Module,
+    sampler: Any,
+    counters: Mapping[str, Any],
+) -> None:
+    """Write, atomically, everything a resumed run needs to continue exactly.
+
+    :param iteration: number of completed iterations (the next one to run).
+    :param counters: running totals to carry over (e.g. the number of env steps).
+    """
+    atomic_save(
+        {
+            "version": CHECKPOINT_VERSION,
+            "iteration": int(iteration),
+            "config": dict(config),
+            "policy": _cpu_state_dict(policy),
+            "baseline": _cpu_state_dict(baseline),
+            "sampler": sampler.state_dict(),
+            "rng": _rng_state(),
+            "counters": dict(counters),
+        },
+        path,
+    )
+
+
+def _numpy_array_globals() -> list:
+    """What unpickling a numeric numpy array needs (the generators' states hold some), and nothing else."""
+    core = getattr(np, "_core", None) or np.core
+    dtypes = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+              np.float16, np.float32, np.float64]
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, *(type(np.dtype(t)) for t in dtypes)]
+
+
+def safe_load(path: str | Path, remedy: str) -> Any:
+    """``torch.load`` that cannot run code: tensors, plain Python data and numeric numpy arrays only.
+
+    Read with ``weights_only=True`` and an explicit allow-list of numeric numpy
+    arrays (the generators' states hold some): a file asking for anything else
+    (a crafted ``__reduce__``, say) is refused before any of it runs.
+
+    :param remedy: what the user can do, appended to the error messages.
+    :raises ConfigError: the file is missing, damaged or refused.
+    """
+    path = Path(path)
+    try:
+        with torch.serialization.safe_globals(_numpy_array_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist") from None
+    except pickle.UnpicklingError as exc:
+        if "Weights only load failed" in str(exc):
+            unsupported = next((line.strip() for line in str(exc).splitlines() if "Unsupported" in line), "")
+            raise ConfigError(
+                f"{path} was refused: it asks to run code or build objects that maml_rl's files never hold "
+                f"({unsupported or 'see torch.load weights_only'}), so it was not written by maml_rl or was "
+                f"altered; nothing in it was run. {remedy}"
+            ) from None
+        raise ConfigError(f"{path} is damaged ({type(exc).__name__}: {exc}). {remedy}") from None
+    except Exception as exc:  # torch reports truncation, garbage and empty files in many ways
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if path.stat().st_size == 0:
+            detail = "the file is empty"
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({detail}). {remedy}") from None
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """The contents of a checkpoint written by :func:`save_checkpoint`, read with :func:`safe_load`.
+
+    :raises ConfigError: the file is missing, damaged, refused or not a checkpoint,
+        with what to do about it.
+    """
+    path = Path(path)
+    remedy = (f"Restore a good copy of it, or start the run again from scratch with --overwrite "
+              f"(which discards {path.name}).")
+    state = safe_load(path, remedy)
+    keys = ("version", "iteration", "config", "policy", "baseline", "sampler", "rng", "counters")
+    if not isinstance(state, dict) or any(key not in state for key in keys):
+        raise ConfigError(f"{path} is not a maml_rl training checkpoint (it lacks {', '.join(keys)}). {remedy}")
+    if state["version"] != CHECKPOINT_VERSION:
+        raise ConfigError(f"{path}: unsupported checkpoint version {state['version']!r}. {remedy}")
+    return state
+
+
+def load_checkpoint(
+    path: str | Path,
+    *,
+    config: Mapping[str, Any],
+    policy: torch.nn.Module,
+    baseline: torch.nn.Module,
+    sampler: Any,
+) -> tuple[int, dict]:
+    """Restore the state saved by :func:`save_checkpoint` into the given objects.
+
+    Restores the random generators too, so call it last, just before the loop.
+
+    :return: the number of completed iterations and the saved counters.
+    :raises ConfigError: the checkpoint belongs to another configuration.
+    """
+    state = read_checkpoint(path)
+    # Resolved again so that a key added since (with its default) is not a change.
+    saved = validate_config(state["config"], source=str(path))
+    differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
+    if differences:
+        raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
+    policy.load_state_dict(state["policy"])
+    baseline.load_state_dict(state["baseline"])
+    sampler.load_state_dict(state["sampler"])
+    _set_rng_state(state["rng"])
+    return int(state["iteration"]), dict(state["counters"])

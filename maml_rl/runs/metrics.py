@@ -1,0 +1,134 @@
+"""Metrics of a run: sampled episodes reduced to returns and success, and their per-iteration log."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from maml_rl.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
+
+__all__ = ["MetricsLogger", "carries_success", "episode_stats", "mean_returns", "success_rates"]
+
+
+def mean_returns(episodes: Iterable[Any]) -> np.ndarray:
+    """``[num_tasks, batch_size]`` undiscounted returns of each task's episodes."""
+    return np.stack([batch.total_rewards.detach().cpu().numpy() for batch in episodes])
+
+
+def success_rates(episodes: Iterable[Any]) -> np.ndarray:
+    """``[num_tasks, batch_size]`` 1.0 where the episode succeeded (``info["success"]`` at some step), else 0.0."""
+    return np.stack([batch.success().cpu().numpy().astype(np.float64) for batch in episodes])
+
+
+def carries_success(episodes: Sequence[Any]) -> bool:
+    """Whether the episodes carry the env's ``success`` info (Meta-World's envs do)."""
+    return bool(episodes) and all("success" in getattr(batch, "infos", {}) for batch in episodes)
+
+
+def episode_stats(train_episodes: Sequence[Sequence[Any]], valid_episodes: Sequence[Any]) -> dict[str, float]:
+    """Returns before adaptation (``train_episodes[0]``) and after (``valid_episodes``), and env steps.
+
+    :return: ``return_before``, ``return_after`` (means over every episode of
+        every task), ``env_steps`` (steps taken in all the batches) and, for
+        episodes that carry ``success`` (see ``MultiTaskSampler(info_keys=)``),
+        ``success_before`` and ``success_after``: the fraction of episodes
+        that succeeded at some step, over every episode of every task.
+    """
+    all_batches = [batch for step in train_episodes for batch in step] + list(valid_episodes)
+    before = train_episodes[0] if train_episodes else valid_episodes
+    stats = {
+        "return_before": float(mean_returns(before).mean()),
+        "return_after": float(mean_returns(valid_episodes).mean()),
+        "env_steps": int(sum(int(batch.lengths.sum()) for batch in all_batches)),
+    }
+    if carries_success(before) and carries_success(valid_episodes):
+        stats["success_before"] = float(success_rates(before).mean())
+        stats["success_after"] = float(success_rates(valid_episodes).mean())
+    return stats
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return value.item() if value.numel() == 1 else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+_TB_GROUPS = ("return", "loss", "kl", "time")
+
+
+class MetricsLogger:
+    """Per-iteration metrics to ``metrics.jsonl`` and, if available, TensorBoard.
+
+    On a resumed run, lines of iterations at or after ``start_iteration`` (an
+    iteration done again after the restart) and any partial last line are
+    dropped first, so the file ends up with one line per iteration.
+
+    :param folder: the run's output folder.
+    :param start_iteration: first iteration this process will log.
+    :param tensorboard: also write TensorBoard events (``folder/tensorboard``)
+        when ``torch.utils.tensorboard`` and tensorboard can be imported.
+    """
+
+    def __init__(self, folder: str | Path, start_iteration: int = 0, tensorboard: bool = True) -> None:
+        self.path = Path(folder) / METRICS_FILE
+        self._truncate(start_iteration)
+        self._file = open(self.path, "a")
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                pass
+            else:
+                # Events at or after start_iteration (from before a restart) are discarded.
+                self.writer = SummaryWriter(str(Path(folder) / TENSORBOARD_DIR), purge_step=start_iteration)
+
+    def _truncate(self, start_iteration: int) -> None:
+        if not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short when the run was killed
+            if isinstance(record, dict) and record.get("iteration", start_iteration) < start_iteration:
+                kept.append(line + "\n")
+        atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
+
+    def log(self, metrics: Mapping[str, Any]) -> None:
+        """Append one iteration's metrics (``metrics["iteration"]`` is the step)."""
+        record = {key: _json_value(value) for key, value in metrics.items()}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        if self.writer is not None:
+            step = int(record["iteration"])
+            for key, value in record.items():
+                if key == "iteration" or not isinstance(value, (int, float)):
+                    continue  # bools are ints: logged as 0/1
+                group, _, rest = key.partition("_")
+                tag = f"{group}/{rest}" if group in _TB_GROUPS and rest else key
+                self.writer.add_scalar(tag, float(value), step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        self._file.close()
+        if self.writer is not None:
+            self.writer.close()
+
+    def __enter__(self) -> "MetricsLogger":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

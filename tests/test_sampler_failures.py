@@ -143,3 +143,33 @@ def test_script_without_main_guard_runs(tmp_path, start_method):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=REPO_DIR)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "1\n"
+
+
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
+def test_interrupted_command_ends_the_workers_promptly(monkeypatch, start_method):
+    """Ctrl-C between waking a worker for a command and sending its payload left
+    the worker waiting for the payload, deaf to CLOSE: each such worker cost
+    the 2 s join timeout, then a SIGTERM (a shutdown past 10 s was seen under
+    load). The worker now sees CLOSE while it waits, and ends by itself."""
+    from maml_rl.samplers.workers import pools
+
+    sampler = probe_sampler(start_method=start_method)
+    tasks = [{"value": 0.0, "length": 3}] * 2
+    sampler.rollout(tasks)
+    pids = sampler.worker_pids
+
+    class InterruptedPickle:
+        @staticmethod
+        def dumps(payload):
+            raise KeyboardInterrupt  # as if Ctrl-C arrived after worker 0's wake-up, before its payload
+
+    monkeypatch.setattr(pools, "cloudpickle", InterruptedPickle)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sampler.rollout(tasks)
+    elapsed = time.monotonic() - start
+    assert wait_until_gone(pids) == []
+    assert elapsed < pools.CLOSE_TIMEOUT / 2, f"the workers took {elapsed:.2f} s to end"
+    monkeypatch.undo()
+    assert len(sampler.rollout(tasks)) == 2  # and the sampler starts new workers
+    sampler.close()

@@ -49,6 +49,8 @@ OK, FAILED = Status.OK, Status.FAILED
 
 # How often an idle worker checks that the main process is still alive.
 PARENT_CHECK_INTERVAL = 1.0
+# How often a worker waiting for a command's payload checks for CLOSE (and the main process).
+PAYLOAD_CHECK_INTERVAL = 0.05
 
 
 def make_child_env(env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
@@ -171,15 +173,17 @@ def _main_process_watch(start_method: Optional[str] = None) -> Callable[[], bool
 
 
 class _MainProcessGone(Exception):
-    """The main process died while this worker waited on it."""
+    """The main process died, or asked this worker to close, while it waited on a payload."""
 
 
-def _receive(conn, main_alive: Callable[[], bool]) -> Any:
+def _receive(conn, main_alive: Callable[[], bool], closing: Callable[[], bool]) -> Any:
     """A command's payload. The main process sends it just after the wake-up,
-    so it may die in between; under fork, sibling workers keep the pipe open
-    and no end-of-file would ever come, so wait in slices and check."""
-    while not conn.poll(PARENT_CHECK_INTERVAL):
-        if not main_alive():
+    so it may die in between, or be interrupted and ask this worker to CLOSE
+    instead (which must not wait for a payload that never comes); under fork,
+    sibling workers keep the pipe open and no end-of-file would ever come. So
+    wait in slices and check both."""
+    while not conn.poll(PAYLOAD_CHECK_INTERVAL):
+        if closing() or not main_alive():
             raise _MainProcessGone
     try:
         payload = conn.recv_bytes()
@@ -190,6 +194,9 @@ def _receive(conn, main_alive: Callable[[], bool]) -> Any:
 
 
 def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Callable[[], bool]) -> None:
+    def closing() -> bool:
+        return views.command[index] == CLOSE
+
     while True:
         if not wake.acquire(timeout=PARENT_CHECK_INTERVAL):
             if not main_alive():
@@ -202,9 +209,9 @@ def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Ca
             if command == STEP:
                 child.step(int(views.step_index[index]))
             elif command == RESET_TASK:
-                child.reset_task(*_receive(conn, main_alive))
+                child.reset_task(*_receive(conn, main_alive, closing))
             elif command == RESET:
-                child.reset(_receive(conn, main_alive))
+                child.reset(_receive(conn, main_alive, closing))
             else:
                 raise ValueError(f"unknown command {command}")
         except _MainProcessGone:

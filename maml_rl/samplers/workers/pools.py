@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import sys
+import time
 import weakref
 from multiprocessing.connection import wait as wait_connections
 from typing import Any, Callable, List, Optional, Sequence
@@ -126,18 +127,24 @@ class _Workers:
                     raise
 
     def _end_processes(self) -> None:
+        """CLOSE, then SIGTERM, then SIGKILL, each stage with one deadline for
+        all the workers: ending them takes at most about 2 * CLOSE_TIMEOUT
+        however many there are (and whoever holds Ctrl-C waits that long)."""
         for w, process in enumerate(self.processes):
             if process.is_alive():
                 self.command[w] = CLOSE
                 self.wakes[w].release()
-        for process in self.processes:
-            process.join(CLOSE_TIMEOUT if self.started else 0)
-            if process.is_alive():
-                process.terminate()
-                process.join(CLOSE_TIMEOUT)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        stages = ((CLOSE_TIMEOUT if self.started else 0.0, None), (CLOSE_TIMEOUT, "terminate"), (None, "kill"))
+        for timeout, end in stages:
+            alive = [p for p in self.processes if p.is_alive()]
+            if not alive:
+                break
+            for process in alive:
+                if end is not None:
+                    getattr(process, end)()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for process in alive:
+                process.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         for connection in self.connections:
             connection.close()
         for process in self.processes:

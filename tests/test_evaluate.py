@@ -10,21 +10,12 @@ import yaml
 
 from maml_rl.config import ConfigError
 
+from conftest import SMALL_CONFIG
 from scripts import evaluate, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SMALL = {
-    "env-name": "2DNavigation-v0",
-    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
-    "gamma": 0.99,
-    "hidden-sizes": [16, 16],
-    "nonlinearity": "tanh",
-    "fast-batch-size": 4,
-    "fast-lr": 0.1,
-    "num-batches": 1,
-    "meta-batch-size": 3,
-}
+SMALL = {**SMALL_CONFIG, "num-batches": 1}
 
 
 @pytest.fixture(scope="module")

@@ -11,28 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from maml_rl.config import ConfigError
+from conftest import SMALL_CONFIG, write_small_config
 from scripts import evaluate, train
 
-SMALL = {
-    "env-name": "2DNavigation-v0",
-    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
-    "gamma": 0.99,
-    "hidden-sizes": [16, 16],
-    "nonlinearity": "relu",
-    "fast-batch-size": 4,
-    "fast-lr": 0.1,
-    "num-batches": 3,
-    "meta-batch-size": 3,
-}
+SMALL = {**SMALL_CONFIG, "nonlinearity": "relu"}
 
 
 def write_config(folder, name="small.yaml", **changes):
-    path = Path(folder) / name
-    path.write_text(yaml.safe_dump({**SMALL, **changes}))
-    return path
+    return write_small_config(folder, name, **{"nonlinearity": "relu", **changes})
 
 
 def run(config, output, *extra):

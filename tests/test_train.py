@@ -7,38 +7,22 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from maml_rl.config import ConfigError, load_config
 from maml_rl.metalearners import maml_trpo
 
+from conftest import SMALL_CONFIG, write_small_config
 from scripts import train
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # 2D navigation, shrunk to a fraction of a second per iteration.
-SMALL = {
-    "env-name": "2DNavigation-v0",
-    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
-    "gamma": 0.99,
-    "hidden-sizes": [16, 16],
-    "nonlinearity": "tanh",
-    "fast-batch-size": 4,
-    "fast-lr": 0.1,
-    "num-batches": 3,
-    "meta-batch-size": 3,
-}
+SMALL = SMALL_CONFIG
 
 METRIC_KEYS = {
     "iteration", "return_before", "return_after", "env_steps", "total_env_steps",
     "loss_before", "loss_after", "kl_before", "kl_after", "time_sampling", "time_optimization",
 }
-
-
-def write_config(folder, **changes):
-    path = Path(folder) / "small.yaml"
-    path.write_text(yaml.safe_dump({**SMALL, **changes}))
-    return path
 
 
 def run(config, output, *extra):
@@ -63,7 +47,7 @@ def assert_same_policy(a, b):
 def reference_run(tmp_path_factory):
     """Three uninterrupted iterations with seed 7."""
     folder = tmp_path_factory.mktemp("reference")
-    run(write_config(folder), folder / "run", "--seed", "7")
+    run(write_small_config(folder), folder / "run", "--seed", "7")
     return folder / "run"
 
 
@@ -94,7 +78,7 @@ def test_output_files(reference_run):
 
 
 def test_resume_equals_uninterrupted(reference_run, tmp_path):
-    config = write_config(tmp_path)
+    config = write_small_config(tmp_path)
     run(config, tmp_path / "run", "--seed", "7", "--num-batches", "1")
     assert json.loads((tmp_path / "run" / "config.json").read_text())["num-batches"] == 1
     run(config, tmp_path / "run", "--resume", "--num-batches", "3")
@@ -120,14 +104,14 @@ def test_resume_after_a_run_killed_mid_iteration(reference_run, tmp_path, monkey
 
     monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", step_then_die)
     with pytest.raises(KeyboardInterrupt):
-        run(write_config(tmp_path), tmp_path / "run", "--seed", "7")
+        run(write_small_config(tmp_path), tmp_path / "run", "--seed", "7")
     assert [record["iteration"] for record in read_metrics(tmp_path / "run")] == [0]
     # A line half-written when the process died is dropped on resume.
     with open(tmp_path / "run" / "metrics.jsonl", "a") as f:
         f.write('{"iteration": 1, "return_be')
     monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", original_step)
 
-    run(write_config(tmp_path), tmp_path / "run", "--resume")
+    run(write_small_config(tmp_path), tmp_path / "run", "--resume")
     assert_same_policy(load_policy(tmp_path / "run"), load_policy(reference_run))
     assert [record["iteration"] for record in read_metrics(tmp_path / "run")] == [0, 1, 2]
 
@@ -137,7 +121,7 @@ def test_resume_a_run_killed_before_its_first_checkpoint(reference_run, tmp_path
     folder.mkdir()
     (folder / "config.json").write_text((reference_run / "config.json").read_text())
     (folder / ".checkpoint.pt.123.abcd.tmp").write_bytes(b"partial")
-    run(write_config(tmp_path), folder, "--resume")
+    run(write_small_config(tmp_path), folder, "--resume")
     assert_same_policy(load_policy(folder), load_policy(reference_run))
     assert not list(folder.glob(".*.tmp"))
 
@@ -145,7 +129,7 @@ def test_resume_a_run_killed_before_its_first_checkpoint(reference_run, tmp_path
 def test_resume_a_run_saved_before_a_defaulted_key_existed(reference_run, tmp_path):
     """A run written before loss-averaging existed resumes with its default, as if the key were written."""
     folder = tmp_path / "run"
-    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    run(write_small_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
     saved = json.loads((folder / "config.json").read_text())
     assert saved.pop("loss-averaging") == "step"
     (folder / "config.json").write_text(json.dumps(saved))
@@ -153,21 +137,21 @@ def test_resume_a_run_saved_before_a_defaulted_key_existed(reference_run, tmp_pa
     del checkpoint["config"]["loss-averaging"]
     torch.save(checkpoint, folder / "checkpoint.pt")
 
-    run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    run(write_small_config(tmp_path), folder, "--resume", "--num-batches", "3")
     assert_same_policy(load_policy(folder), load_policy(reference_run))
 
 
 def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
     folder = tmp_path / "run"
-    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    run(write_small_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
     checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False)
     checkpoint["config"]["loss-averaging"] = "episode"
     torch.save(checkpoint, folder / "checkpoint.pt")
     with pytest.raises(ConfigError, match="loss-averaging: 'episode' -> 'step'"):
-        run(write_config(tmp_path), folder, "--resume", "--num-batches", "2")
+        run(write_small_config(tmp_path), folder, "--resume", "--num-batches", "2")
 
 def test_mujoco_env(tmp_path):
-    config = write_config(
+    config = write_small_config(
         tmp_path, **{"env-name": "HalfCheetahVel-v5", "fast-batch-size": 2, "meta-batch-size": 2, "num-batches": 1,
                      "env-kwargs": {"low": 0.0, "high": 2.0, "normalization_scale": 10.0, "max_episode_steps": 10}}
     )
@@ -178,7 +162,7 @@ def test_mujoco_env(tmp_path):
 
 
 def test_two_inner_steps(tmp_path):
-    run(write_config(tmp_path, **{"num-steps": 2, "num-batches": 1, "first-order": True}), tmp_path / "run")
+    run(write_small_config(tmp_path, **{"num-steps": 2, "num-batches": 1, "first-order": True}), tmp_path / "run")
     (record,) = read_metrics(tmp_path / "run")
     assert 0 < record["env_steps"] <= 3 * 4 * 10 * 3
 
@@ -195,13 +179,13 @@ def test_two_inner_steps(tmp_path):
 )
 def test_config_errors_stop_before_any_work(tmp_path, changes, message):
     with pytest.raises(ConfigError) as info:
-        run(write_config(tmp_path, **changes), tmp_path / "run")
+        run(write_small_config(tmp_path, **changes), tmp_path / "run")
     assert message in str(info.value)
     assert not (tmp_path / "run").exists()
 
 
 def test_run_folder_is_protected(reference_run, tmp_path):
-    config = write_config(tmp_path)
+    config = write_small_config(tmp_path)
     with pytest.raises(ConfigError, match="already holds a training run"):
         run(config, reference_run)
     # --resume where there is no run yet starts one: the same command starts, then continues a run.
@@ -212,19 +196,19 @@ def test_run_folder_is_protected(reference_run, tmp_path):
     with pytest.raises(ConfigError, match="--seed 8 differs"):
         run(config, reference_run, "--resume", "--seed", "8")
     with pytest.raises(ConfigError, match="differs from the run's"):
-        run(write_config(tmp_path, gamma=0.9), reference_run, "--resume")
+        run(write_small_config(tmp_path, gamma=0.9), reference_run, "--resume")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
 def test_cuda_unavailable_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="CUDA is not available"):
-        run(write_config(tmp_path), tmp_path / "run", "--device", "cuda")
+        run(write_small_config(tmp_path), tmp_path / "run", "--device", "cuda")
     assert not (tmp_path / "run").exists()
 
 
 def test_command_line(tmp_path):
     """train.py then test.py as real processes, with one sampler worker process."""
-    config = write_config(tmp_path, **{"num-batches": 1})
+    config = write_small_config(tmp_path, **{"num-batches": 1})
     folder = tmp_path / "run"
     subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "--config", str(config), "--output-folder", str(folder),
@@ -245,7 +229,7 @@ def test_command_line(tmp_path):
 
 def test_command_line_config_error(tmp_path):
     result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "--config", str(write_config(tmp_path, **{"meta-batch-size": 0})),
+        [sys.executable, str(ROOT / "train.py"), "--config", str(write_small_config(tmp_path, **{"meta-batch-size": 0})),
          "--output-folder", str(tmp_path / "run")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )

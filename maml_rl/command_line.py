@@ -79,7 +79,7 @@ def add_sampler_arguments(group, cpus: int) -> None:
              f"{cpus})")
     group.add_argument("--backend", choices=("local", "ray"), default="local",
         help="local: this machine; ray: sampling actors across a Ray cluster, one per node "
-             "(pip install -e \".[ray]\"; see the README's \"Several machines\"). The episodes are the same "
+             "(pip install -e \".[ray]\"; see docs/ray.md). The episodes are the same "
              "bit for bit, so a run may resume on either (default: local)")
     group.add_argument("--ray-address", type=str, default=None, metavar="auto|HOST:PORT",
         help="the Ray cluster to join (default: the one RAY_ADDRESS names, else a new one on this machine)")

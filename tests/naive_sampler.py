@@ -1,7 +1,7 @@
 """A deliberately naive reference for MultiTaskSampler: one env per slot, plain loops.
 
 It derives seeds and action noise from the sampler's documented scheme
-(README, "Reproducible"), not from the sampler's code: for the ``call``-th
+(docs/sampler.md, the reproducibility contract), not from the sampler's code: for the ``call``-th
 rollout of a sampler seeded ``seed``, slot ``j`` (task ``j // batch_size``) is
 reset with ``SeedSequence([seed, call]).generate_state(num_slots)[j]`` and its
 action at step ``t`` is ``loc + scale * noise[t, j]`` (continuous) or the

@@ -43,7 +43,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError(
         f"Meta-World is not installed ({exc}): pip install -e '.[metaworld]' "
-        "(or pip install 'maml_rl[metaworld]'); see the README's Meta-World section"
+        "(or pip install 'maml_rl[metaworld]'); see docs/environments.md#meta-world"
     ) from exc
 
 __all__ = ["BENCHMARKS", "REWARD_VERSIONS", "MetaWorldEnv", "benchmark_tasks"]

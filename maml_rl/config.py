@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from maml_rl.envs.meta_env import check_meta_env
 from maml_rl.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
 
 __all__ = [
@@ -244,13 +245,11 @@ def build_env(config: Mapping[str, Any]):
     except ImportError as exc:
         # An optional extra's env (Meta-World): the message says what to install.
         raise ConfigError(f"env-name: {name}: {exc}") from None
-    missing = [attr for attr in ("sample_tasks", "reset_task") if not hasattr(env.unwrapped, attr)]
-    if missing:
+    try:
+        check_meta_env(env)
+    except TypeError as exc:
         env.close()
-        raise ConfigError(
-            f"env-name: {name!r} is not a meta-learning environment (it has no {' or '.join(missing)}); "
-            f"maml_rl provides: {', '.join(maml_rl.envs.ENV_IDS)}"
-        )
+        raise ConfigError(f"env-name: {name!r}: {exc} maml_rl provides: {', '.join(maml_rl.envs.ENV_IDS)}") from None
     return env
 
 

@@ -1,6 +1,6 @@
 """The interface a MuJoCo env opts into so that many copies step as one.
 
-The sampler's fast path (``maml_rl.samplers.batched_child_env``) keeps one
+The sampler's fast path (``maml_rl.samplers.workers.batched_child_env``) keeps one
 ``mujoco.batch.Batch`` over a worker's env slots and advances all of them
 with one C call per step. For that it needs the env's step as arithmetic
 on arrays: the model and frame skip, how actions become controls, and the

@@ -5,7 +5,7 @@ It derives seeds and action noise from the sampler's documented scheme
 rollout of a sampler seeded ``seed``, slot ``j`` (task ``j // batch_size``) is
 reset with ``SeedSequence([seed, call]).generate_state(num_slots)[j]`` and its
 action at step ``t`` is ``loc + scale * noise[t, j]`` (continuous) or the
-inverse CDF at ``noise[t, j]`` (discrete), the noise drawn up front from a
+inverse CDF at ``noise[t, j]`` of the CDF divided by its last entry (discrete), the noise drawn up front from a
 generator seeded with ``SeedSequence([seed, call, 1])``. The episodes of a
 rollout are zero-padded to its longest episode.
 
@@ -113,7 +113,7 @@ def reference_rollout(
                 env_action = np.int64(action)
             elif policy.discrete:
                 cdf = distribution.probs[0].cumsum(-1)
-                action = min(int((noise[t, j] >= cdf).sum()), cdf.numel() - 1)
+                action = int((noise[t, j] >= cdf / cdf[-1]).sum())  # the CDF scaled to end at exactly 1
                 env_action = np.int64(action)
             elif mean_actions:
                 action = distribution.base_dist.loc[0].clone()
@@ -149,3 +149,27 @@ def reference_rollout(
             "task": task,
         })
     return out
+
+
+class PlainMLP(torch.nn.Module):
+    """A user's own policy as people write it: ``F.linear`` layers, a ``params``
+    argument that falls back on the module's own parameters, and no
+    ``supports_batched_params``. Row sums make its bits depend on how many rows
+    a call has: the sampler must call it the same way in every layout."""
+
+    def __init__(self, observation_size: int, action_size: int, hidden: int = 16, seed: int = 0):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.l1 = torch.nn.Linear(observation_size, hidden)
+        self.l2 = torch.nn.Linear(hidden, action_size)
+        with torch.no_grad():
+            for parameter in self.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+        self.log_std = torch.nn.Parameter(torch.full((action_size,), -0.5))
+
+    def forward(self, observations: torch.Tensor, params=None):
+        p = dict(self.named_parameters())
+        p.update(params or {})
+        hidden = torch.tanh(torch.nn.functional.linear(observations, p["l1.weight"], p["l1.bias"]))
+        mean = torch.nn.functional.linear(hidden, p["l2.weight"], p["l2.bias"])
+        return Independent(Normal(mean, p["log_std"].exp().expand_as(mean)), 1)

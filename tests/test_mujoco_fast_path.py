@@ -19,7 +19,7 @@ import torch
 import maml_rl.envs  # noqa: F401
 from maml_rl.envs import make_env
 from maml_rl.envs.mujoco.ant import AntVelEnv
-from maml_rl.samplers import EnvOutputError, MultiTaskSampler
+from maml_rl.samplers import EnvOutputError, MultiTaskSampler, PolicyOutputError
 from maml_rl.samplers.workers.batched_child_env import mujoco, mujoco_batch
 
 if mujoco_batch is None and not os.environ.get("MAML_RL_REQUIRE_FAST_PATH"):
@@ -245,8 +245,9 @@ def test_without_mujoco_batch_the_per_env_path_is_used_with_one_log_line(tmp_pat
 
 
 def test_a_nan_action_is_refused_alike_on_both_paths():
-    """A policy emitting NaN: MuJoCo resets the unstable simulation in both
-    paths, and the NaN control cost is caught before any baseline sees it."""
+    """A policy emitting NaN is named at the first step, before any env (and
+    MuJoCo, which would reset the unstable simulation) sees the action; the
+    env used to be blamed after the rollout for a non-finite reward."""
     policy = policy_for("HalfCheetahVel-v5")
     with torch.no_grad():
         policy.b[2] = float("nan")
@@ -254,8 +255,11 @@ def test_a_nan_action_is_refused_alike_on_both_paths():
     for fast in (False, True):
         with MultiTaskSampler("HalfCheetahVel-v5", {}, 2, policy, None, seed=SEED, num_workers=0,
                               max_episode_steps=10, mujoco_batch=fast) as sampler:
-            with warnings.catch_warnings(), pytest.raises(EnvOutputError, match="non-finite reward nan") as error:
-                warnings.simplefilter("ignore")  # MuJoCo's and gymnasium's about the NaN
+            with warnings.catch_warnings(), pytest.raises(PolicyOutputError) as error:
+                warnings.simplefilter("error")  # no warning from MuJoCo: it never got the NaN
                 sampler.rollout(sampler.sample_tasks(1))
             messages.append(str(error.value))
+    assert messages[0].startswith("the policy ElementwisePolicy returned the non-finite action [")
+    assert "nan" in messages[0] and "at step 0 in env slot 0 (task 0: {'velocity'" in messages[0]
+    assert "in 2 running slot(s) of that step; no env was stepped with it" in messages[0]
     assert messages[0] == messages[1]

@@ -163,8 +163,29 @@ def test_partial_mode_and_worker_processes_inside_the_actors(cluster):
     _assert_equal(local, remote)
 
 
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 5])
+def test_a_users_plain_policy_gives_the_local_bits_on_one_and_three_actors(cluster, batch_size):
+    """A plain nn.Module MLP (row-count-dependent bits): actions differed from
+    step 0 on Ray with 1-3 episodes per task, before one call per task everywhere."""
+    def run(**kwargs):
+        policy = naive_sampler.PlainMLP(20, 6)
+        with MultiTaskSampler("HalfCheetahVel-v5", {}, batch_size, policy, None, seed=5, max_episode_steps=10,
+                              **kwargs) as sampler:
+            tasks = sampler.sample_tasks(5)
+            own = [{n: p.detach().clone() for n, p in policy.named_parameters()} for _ in tasks]
+            return [sampler.rollout(tasks), sampler.rollout(tasks, params=own)]
+
+    local = run(num_workers=0)
+    for actors in (1, 3):
+        remote = run(backend="ray", ray_actors=actors)
+        for a, b in zip(local, remote):
+            for x, y in zip(a, b):
+                for name in ("observations", "actions", "rewards", "lengths"):
+                    assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
+
+
 def test_a_policy_without_stacked_parameters_is_split_invariant(cluster):
-    # The actors evaluate it once per task; locally it runs once over all slots.
+    # Evaluated once per task, by the actors and locally alike.
     def make():
         return UnbatchedElementwisePolicy(1, discrete=False)
 

@@ -9,7 +9,7 @@ processes); ``errors`` is shared by all. Names are imported lazily so that a wor
 
 from typing import Any
 
-__all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError",
+__all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError", "PolicyOutputError",
            "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool", "usable_cpus"]
 
 

@@ -29,3 +29,10 @@ class EnvOutputError(SamplerError, ValueError):
 class PoolStateError(SamplerError):
     """An env pool was called out of order (e.g. ``wait()`` on a worker that
     was never asked to step, which would block forever)."""
+
+
+class PolicyOutputError(SamplerError, ValueError):
+    """The policy returned something no env should get: actions of the wrong
+    shape, rows or number of categories, or non-finite actions. The message
+    names the policy, the slot, the task and the step, what it returned and
+    what was expected; no env has been stepped with it."""

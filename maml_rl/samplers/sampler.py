@@ -22,8 +22,9 @@ from maml_rl.hyperparameters import DEFAULTS
 
 from .backends.base import RolloutBackend
 from .backends.local import LocalBackend
+from .rollout.actions import check_policy
 from .errors import SamplerClosedError
-from .rollout.request import ActionMode, Params, ParamsArg, RolloutRequest, per_task_params
+from .rollout.request import ActionMode, Params, ParamsArg, RolloutRequest, complete_params, per_task_params
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
 from .trajectories import behaviour_params, check_outputs, to_episodes
@@ -126,6 +127,8 @@ class MultiTaskSampler:
             batch_threads=batch_threads, backend=backend,
             ray=RayOptions(ray_address, ray_actors, ray_cpus_per_actor),
         )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"seed must be an int >= 0 (or None to draw one), got {seed!r}")
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.env_fn = resolve_env_fn(env_name, env_kwargs, env_fn)
         # One env in this process: the task distribution, the spaces, the horizon.
@@ -135,6 +138,7 @@ class MultiTaskSampler:
         self.env.reset(seed=self.seed)
         self.observation_space, self.action_space = self.env.observation_space, self.env.action_space
         self.horizon, self.info_keys = self.workload.spec.horizon, self.workload.spec.info_keys
+        check_policy(policy, self.workload.spec)
         #: How rollouts run (frozen): backend, start method, partial, fast path, Ray options.
         self.settings = settings.for_env(self.env, self.workload.env_name, self.info_keys)
         layout = local_layout(self.settings)
@@ -215,6 +219,9 @@ class MultiTaskSampler:
         """
         inner_loop = InnerLoop.resolve(inner_loop, num_steps, fast_lr, averaging)
         valid_mode = ActionMode.parse(valid_actions, "valid_actions")
+        tasks = list(tasks)
+        if not tasks:
+            raise ValueError("sample() needs at least one task")
         if inner_loop.num_steps > 0 and self.baseline is None:
             raise ValueError(
                 "sample() adapts with advantages, which need a baseline: create the sampler with "
@@ -273,7 +280,7 @@ class MultiTaskSampler:
         tasks = list(tasks)
         if not tasks:
             raise ValueError("rollout() needs at least one task")
-        per_task = per_task_params(params, len(tasks))
+        per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
         request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
                                  actions)
         self._num_rollouts += 1

@@ -29,18 +29,18 @@ def check_outputs(trajectories: Trajectories, tasks: Sequence[Any], workload: Wo
     for name, values in (("observation", observations), ("reward", views.rewards[:horizon, :num_slots])):
         if not np.issubdtype(values.dtype, np.floating):
             continue
-        finite = np.isfinite(values).reshape(horizon, num_slots, -1).all(axis=2)
+        # Checked as stored: episodes hold float32, where a float64 value beyond its range is inf.
+        finite = np.isfinite(values.astype(np.float32, copy=False)).reshape(horizon, num_slots, -1).all(axis=2)
         bad = np.argwhere(valid & ~finite)
         if len(bad):
             t, slot = (int(i) for i in bad[0])
             # Observation row t comes from step t - 1 (row 0 from reset); reward row t from step t.
             step = t if name == "reward" else t - 1
             where = "from reset()" if step < 0 else f"from step() {step}"
-            stored_as = "its observation space's dtype" if name == "observation" else "rewards"
             raise EnvOutputError(
                 f"{workload.env_name} returned a non-finite {name} {values[t, slot].tolist()!r} {where} "
                 f"of env slot {slot} (task {tasks[slot // batch_size]!r}), in {len(bad)} place(s) in all. "
-                f"Check the env; a value beyond the range of {values.dtype} ({stored_as}) also becomes inf."
+                f"Check the env; a value beyond the range of float32 (the dtype of episodes) also becomes inf."
             )
     if workload.horizon_is_cap:
         unended = np.flatnonzero(views.end_reason[:num_slots] == EndReason.HORIZON)

@@ -28,18 +28,15 @@ class LocalBackend(RolloutBackend):
     :param layout: worker processes and fast-path threads on this machine.
     :param env_fn: the env factory (``workload.env_fn_bytes`` unpickled).
     :param policy: evaluated in this process on every slot.
-    :param split_invariant: evaluate a policy that cannot take stacked
-        parameters once per task (see ``rollout.actions.ActionFunction``).
     """
 
     def __init__(self, workload: Workload, settings: ExecutionSettings, layout: Layout, env_fn: Callable[[], Any],
-                 policy, split_invariant: bool = False):
+                 policy):
         self.workload = workload
         self.settings = settings
         self.layout = layout
         self.env_fn = env_fn
         self.policy = policy
-        self.split_invariant = split_invariant
         #: The env pool of the last rollout (``None`` before the first and after ``close``).
         self.pool: Optional[EnvPool] = None
 
@@ -54,7 +51,7 @@ class LocalBackend(RolloutBackend):
                 noise = call_noise(request.seed, request.call, spec.horizon, request.total_slots, spec.action_shape,
                                    spec.discrete)
                 act = ActionFunction(self.policy, request, device, noise[:, slots.start:slots.stop],
-                                     fallback_seed(request.seed, request.call), self.split_invariant)
+                                     fallback_seed(request.seed, request.call), spec, self.workload.env_name)
                 run_rollout(pool, act, request.tasks, request.batch_size, seeds, self.settings.partial, slots.start)
         except BaseException:
             # A pool interrupted mid-step cannot be trusted; the next call starts a new one.

@@ -77,7 +77,7 @@ class SamplingActor:
         self.layout = settings.layout(cpus)
         self.policy = cloudpickle.loads(policy_bytes)
         env_fn = cloudpickle.loads(workload.env_fn_bytes)
-        self.backend = LocalBackend(workload, settings, self.layout, env_fn, self.policy, split_invariant=True)
+        self.backend = LocalBackend(workload, settings, self.layout, env_fn, self.policy)
 
     def where(self) -> Dict[str, Any]:
         import ray

@@ -8,10 +8,12 @@ from typing import List, Optional
 
 import numpy as np
 import torch
-from torch.distributions import Distribution
+from torch.distributions import Categorical, Distribution, Independent, Normal
 
 from maml_rl.policies.policy import expand_params, stack_params
 
+from ..errors import EnvOutputError, PolicyOutputError
+from ..workers.buffers import BufferSpec
 from .noise import actions_from_noise
 from .request import Params, RolloutRequest
 
@@ -37,73 +39,185 @@ def rollout_torch_settings():
         Distribution.set_default_validate_args(validate)
 
 
+def check_policy(policy, spec: BufferSpec) -> None:
+    """Call ``policy`` once on one zero observation and refuse, with
+    :class:`PolicyOutputError`, a distribution that does not fit the action
+    space (a categorical policy over more categories than the space has, a
+    Normal of another action size), before any worker starts. The global
+    torch random state is left as it was."""
+    device = next((p.device for p in policy.parameters()), torch.device("cpu"))
+    observation = torch.zeros((1, *spec.observation_shape), device=device)
+    name = type(policy).__name__
+    with torch.no_grad(), torch.random.fork_rng(devices=[]), rollout_torch_settings():
+        try:
+            distribution = policy(observation)
+        except Exception as exc:
+            raise TypeError(f"the policy {name} failed when called on one observation of shape "
+                            f"{tuple(observation.shape)} (a batch of one): {exc!r}. The sampler calls "
+                            "policy(observations [N, *obs_shape]) -> Distribution") from exc
+    if not isinstance(distribution, Distribution):
+        raise TypeError(f"the policy {name} returned {type(distribution).__name__}, not a torch Distribution")
+    base = distribution.base_dist if isinstance(distribution, Independent) else distribution
+    if spec.discrete and not isinstance(base, Categorical):
+        raise PolicyOutputError(f"the policy {name} returns a {type(base).__name__} for a Discrete action space; "
+                                "it needs a Categorical (e.g. maml_rl.policies.CategoricalMLPPolicy)")
+    if spec.discrete and base.probs.shape[-1] != spec.num_categories:
+        raise PolicyOutputError(
+            f"the policy {name} returns a Categorical over {base.probs.shape[-1]} categories, but the action space "
+            f"is Discrete({spec.num_categories}): build it with {spec.num_categories} outputs"
+        )
+    if not spec.discrete and isinstance(base, Normal) and (
+            base.loc.numel() != int(np.prod(spec.action_shape))
+            or tuple(base.loc.shape[base.loc.dim() - len(spec.action_shape):]) != spec.action_shape):
+        raise PolicyOutputError(
+            f"the policy {name} returns a Normal of mean shape {tuple(base.loc.shape)} for one observation, but the "
+            f"action space needs actions of shape {spec.action_shape}: build it with {spec.action_shape} outputs"
+        )
+
+
 class ActionFunction:
-    """The policy, evaluated on every slot under each task's parameters.
+    """The policy, evaluated on every slot under each task's parameters, its output checked.
 
-    A task's actions never depend on which other tasks share the call (so a
-    group of tasks on a Ray actor gets exactly the numbers of the whole call
-    here): a policy that takes stacked parameters is always evaluated with
-    one ``[K, B]`` batched product, each task its own matrix product of the
-    same shape, even when all tasks share parameters. (One ``[K * B]``
-    product would not do: torch computes a single row, ``K * B == 1``, with
-    other arithmetic than the same row among others.) A policy that cannot
-    take stacked parameters runs once over all slots when they share
-    parameters, else once per task; with ``split_invariant`` always per task.
+    A task's actions never depend on which other tasks share the call, nor on
+    the backend, the workers or the mode, because the rows of every policy
+    call are fixed by the request alone (torch computes a row with other
+    arithmetic depending on how many rows share the product):
 
-    :param request: the tasks' parameters, the action mode (with
+    * a policy that takes stacked parameters (``supports_batched_params``) is
+      evaluated with one ``[K, B]`` batched product, each task its own matrix
+      product of the same shape, even when all tasks share parameters;
+    * any other policy is called once per task, on that task's ``B`` rows,
+      with that task's parameters (``params=`` omitted for the policy's own).
+
+    What the policy returns is checked before any env sees it: the
+    distribution's shape against the action space (rows, action size, number
+    of categories), and the actions of running slots for finiteness
+    (:meth:`check_actions`); a violation raises :class:`PolicyOutputError`.
+
+    :param request: the tasks and their parameters, the action mode (with
         ``"mean"`` the noise is unused) and the index of the first task in
-        the whole call (for the per-task fallback seeds).
+        the whole call (for the slot numbers and the per-task fallback seeds).
     :param noise: ``[T, S, ...]`` noise of these tasks' slots.
     :param fallback: seed of ``sample()`` for other distributions.
+    :param spec: the action shape and number of categories the actions must have.
+    :param env_name: for the message when the policy's input, the env's observation, is not finite.
     """
 
     def __init__(self, policy, request: RolloutRequest, device, noise: torch.Tensor, fallback: int,
-                 split_invariant: bool = False):
+                 spec: BufferSpec, env_name: str = "the env"):
         per_task: List[Optional[Params]] = list(request.per_task)
         self.policy = policy
+        self.request = request
+        self.spec = spec
+        self.env_name = env_name
         self.mode = request.actions
         self.device = torch.device(device)
         self.noise = noise
         self.fallback_seed = fallback
         self.first_task = request.first_task
         self.num_tasks, self.batch_size = len(per_task), request.batch_size
-        # One of three ways to run the policy: the same parameters for every
-        # slot in one call, stacked per-task parameters in one batched call,
-        # or a loop over tasks for policies that cannot batch them.
-        self.shared: Optional[Params] = None
+        # Stacked per-task parameters in one batched call, or a loop over tasks.
         self.batched: Optional[Params] = None
-        self.per_task: Optional[List[Optional[Params]]] = None
-        same = all(p is per_task[0] for p in per_task)
+        self.per_task: List[Optional[Params]] = per_task
         if getattr(policy, "supports_batched_params", False):
             own = None
             if any(p is None for p in per_task):
                 own = OrderedDict((name, p.detach()) for name, p in policy.named_parameters())
-            if same:
+            if all(p is per_task[0] for p in per_task):
                 self.batched = expand_params(own if per_task[0] is None else per_task[0], self.num_tasks)
             else:
                 self.batched = stack_params([own if p is None else p for p in per_task])
-        elif same and not split_invariant:
-            self.shared = per_task[0]
-        else:
-            self.per_task = list(per_task)
 
     @torch.no_grad()
     def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int) -> np.ndarray:
         """Actions ``[S, *act]`` for ``observations`` ``[S, *obs]`` and ``noise`` ``[S, ...]``."""
+        self._observations = observations
         obs = torch.from_numpy(observations).to(self.device, torch.float32)
         seed = self.fallback_seed + t
         if self.batched is not None:
             obs = obs.view(self.num_tasks, self.batch_size, *obs.shape[1:])
-            return actions_from_noise(self.policy(obs, params=self.batched), noise, seed, self.mode).numpy()
-        if self.per_task is not None:
-            B = self.batch_size
-            parts = []
-            for k, p in enumerate(self.per_task):
-                distribution = self.policy(obs[k * B:(k + 1) * B]) if p is None else self.policy(obs[k * B:(k + 1) * B], params=p)
-                parts.append(actions_from_noise(distribution, noise[k * B:(k + 1) * B], seed + self.first_task + k,
-                                                self.mode))
-            return torch.cat(parts).numpy()
-        distribution = self.policy(obs) if self.shared is None else self.policy(obs, params=self.shared)
-        return actions_from_noise(distribution, noise, seed, self.mode).numpy()
+            distribution = self.policy(obs, params=self.batched)
+            self._check_shape(distribution, len(observations), t, None)
+            return self._shaped(actions_from_noise(distribution, noise, seed, self.mode), len(observations)).numpy()
+        B = self.batch_size
+        parts = []
+        for k, p in enumerate(self.per_task):
+            rows = obs[k * B:(k + 1) * B]
+            distribution = self.policy(rows) if p is None else self.policy(rows, params=p)
+            self._check_shape(distribution, B, t, k)
+            parts.append(self._shaped(actions_from_noise(distribution, noise[k * B:(k + 1) * B],
+                                                         seed + self.first_task + k, self.mode), B))
+        return torch.cat(parts).numpy()
 
+    def check_actions(self, actions: np.ndarray, running: np.ndarray, step_of_row) -> None:
+        """Refuse non-finite actions (and categorical rows without a distribution)
+        of the running slots (``running``: a bool mask over the rows) before
+        any env is stepped with them. ``step_of_row(row)``: the row's time step."""
+        if self.spec.discrete:
+            bad = (actions < 0) & running
+        else:
+            bad = ~np.isfinite(actions).reshape(len(actions), -1).all(1) & running
+        if not bad.any():
+            return
+        row = int(np.argmax(bad))
+        observation = self._observations[row]
+        if np.issubdtype(observation.dtype, np.floating) and not np.isfinite(observation.astype(np.float32)).all():
+            # The env's fault, not the policy's: say so before the env gets the action.
+            t = step_of_row(row)
+            where = "from reset()" if t == 0 else f"from step() {t - 1}"
+            raise EnvOutputError(
+                f"{self.env_name} returned a non-finite observation {observation.tolist()!r} {where} "
+                f"{self._where(row, 'of')}. Check the env; a value beyond the range of float32 (the dtype of "
+                "episodes and of the policy's input) also becomes inf."
+            )
+        what = ("probabilities that are not a distribution (non-finite, negative or all zero)" if self.spec.discrete
+                else f"the non-finite action {actions[row].tolist()}")
+        raise PolicyOutputError(
+            f"{self._policy_name()} returned {what} at step {step_of_row(row)} {self._where(row)}, "
+            f"in {int(bad.sum())} running slot(s) of that step; no env was stepped with it. Check the policy "
+            "(its parameters after adaptation, its inputs' scale)."
+        )
 
+    def _check_shape(self, distribution, rows: int, t: int, task: Optional[int]) -> None:
+        spec = self.spec
+        size = int(np.prod(spec.action_shape))
+        base = distribution.base_dist if isinstance(distribution, Independent) else distribution
+        if spec.discrete:
+            if not isinstance(base, Categorical):
+                got, ok = f"a {type(distribution).__name__}", False
+            else:
+                got = f"a Categorical over {base.probs.shape[-1]} categories with batch shape {tuple(base.probs.shape[:-1])}"
+                ok = base.probs.shape[-1] == spec.num_categories and base.probs[..., 0].numel() == rows
+            expected = f"a Categorical over {spec.num_categories} categories for {rows} rows"
+        elif isinstance(base, Normal):
+            got = f"a Normal of mean shape {tuple(base.loc.shape)}"
+            ok = base.loc.numel() == rows * size and tuple(base.loc.shape[base.loc.dim() - len(spec.action_shape):]) \
+                == spec.action_shape
+            expected = f"a mean of shape {(rows, *spec.action_shape)} (rows x action shape)"
+        else:
+            return  # checked after sampling, in _shaped
+        if not ok:
+            where = (f"for task {task} ({self.request.tasks[task]!r})" if task is not None
+                     else f"for tasks {self.first_task}..{self.first_task + self.num_tasks - 1} stacked")
+            raise PolicyOutputError(
+                f"{self._policy_name()} returned {got} at step {t} {where}; the action space needs {expected}. "
+                "Build the policy for this env's spaces (e.g. maml_rl.policies.get_policy_for_env)."
+            )
+
+    def _shaped(self, actions: torch.Tensor, rows: int) -> torch.Tensor:
+        """``actions`` as ``[rows, *action_shape]``, refusing a sample of another size."""
+        shape = self.spec.action_shape
+        if actions.numel() != rows * int(np.prod(shape)):
+            raise PolicyOutputError(
+                f"{self._policy_name()} returned {tuple(actions.shape)} actions for {rows} rows; the action space "
+                f"needs {rows} rows of shape {shape}"
+            )
+        return actions.reshape(rows, *shape)
+
+    def _where(self, row: int, preposition: str = "in") -> str:
+        task = row // self.batch_size
+        slot = self.first_task * self.batch_size + row
+        return f"{preposition} env slot {slot} (task {self.first_task + task}: {self.request.tasks[task]!r})"
+
+    def _policy_name(self) -> str:
+        return f"the policy {type(self.policy).__name__}"

@@ -36,7 +36,9 @@ def _run_lockstep(pool: EnvPool, act: ActionFunction, num_slots: int) -> None:
     views = pool.views
     workers = [w for w, r in enumerate(pool.ranges) if len(r)]
     for t in range(views.actions.shape[0]):
-        views.actions[t, :num_slots] = act(views.observations[t, :num_slots], act.noise[t], t)
+        actions = act(views.observations[t, :num_slots], act.noise[t], t)
+        act.check_actions(actions, views.lengths[:num_slots] == 0, lambda row: t)
+        views.actions[t, :num_slots] = actions
         pool.step(workers, t)
         pool.wait(workers)
         workers = [w for w in workers if views.active[w]]
@@ -65,6 +67,11 @@ def _run_partial(pool: EnvPool, act: ActionFunction, num_slots: int) -> None:
                 observations[r.start:r.stop] = views.observations[time[w], r.start:r.stop]
                 noise[r.start:r.stop] = act.noise[time[w], r.start:r.stop]
             actions = act(observations, noise, max(time))
+            checked = np.zeros(num_slots, dtype=bool)
+            for w in ready:
+                checked[pool.ranges[w].start:pool.ranges[w].stop] = True
+            act.check_actions(actions, checked & (views.lengths[:num_slots] == 0),
+                              lambda row: time[next(w for w in ready if row in pool.ranges[w])])
             for w in ready:
                 r = pool.ranges[w]
                 views.actions[time[w], r.start:r.stop] = actions[r.start:r.stop]

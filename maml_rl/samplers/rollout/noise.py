@@ -47,7 +47,8 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
     """Sample ``distribution`` (batch shape ``[N]`` or ``[K, B]``) with ``noise``.
 
     Normal policies use ``mean + std * noise``; categorical ones invert the
-    CDF at the uniform noise. The result is on the CPU, flattened to
+    CDF at the uniform noise (``-1`` for a row whose probabilities are not a
+    distribution: non-finite, negative or all zero). The result is on the CPU, flattened to
     ``[N, *event_shape]``. Other distributions fall back to ``sample()``
     under the torch RNG seeded with ``fallback_seed``, which is reproducible
     in the lockstep mode only. With ``mode="mean"`` the noise is ignored:
@@ -63,13 +64,18 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
         return actions.reshape(-1, *event)
     if isinstance(base, Categorical):
         probs = base.probs.detach().cpu()
-        num_categories = probs.shape[-1]
-        probs = probs.reshape(-1, num_categories)
+        probs = probs.reshape(-1, probs.shape[-1])
         if mean:
-            return probs.argmax(-1)
-        cdf = probs.cumsum(-1)
-        actions = (noise.reshape(-1, 1) >= cdf).sum(-1)
-        return actions.clamp_(max=num_categories - 1)
+            actions = probs.argmax(-1)
+        else:
+            # Divided by its last entry, the CDF ends at exactly 1 (x / x is exact): a
+            # uniform draw in [0, 1) then never selects a category of probability 0,
+            # as a float32 sum stopping just short of 1 could.
+            cdf = probs.cumsum(-1)
+            actions = (noise.reshape(-1, 1) >= cdf / cdf[:, -1:]).sum(-1)
+        # Rows without a distribution get -1, which the rollout refuses before any env sees it.
+        valid = torch.isfinite(probs).all(-1) & (probs >= 0).all(-1) & (probs.sum(-1) > 0)
+        return actions if bool(valid.all()) else actions.masked_fill_(~valid, -1)
     if mean:
         try:
             actions = distribution.mean.detach().cpu()

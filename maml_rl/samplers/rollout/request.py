@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import torch
+
+from maml_rl.adaptation import meta_parameters
 from maml_rl.policies.policy import Params
 
 # What rollout() takes: None (the policy's own), one dict for every task, or one per task.
@@ -14,7 +19,7 @@ ParamsArg = Union[None, Params, Sequence[Optional[Params]]]
 
 def per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]:
     """One entry per task from ``rollout()``'s ``params`` argument."""
-    if params is None or isinstance(params, dict):
+    if params is None or isinstance(params, Mapping):
         return [params] * num_tasks
     params = list(params)
     if len(params) != num_tasks:
@@ -35,6 +40,34 @@ class ActionMode(str, enum.Enum):
         except ValueError:
             raise ValueError(f"{argument}={value!r}: use 'sample' (draw from the policy) or 'mean' "
                              "(its most likely action, for evaluation)") from None
+
+
+def complete_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> List[Optional[Params]]:
+    """Each task's dict with the policy's own value of every meta-parameter it
+    leaves out, so that stacking, the recorded behaviour parameters and the
+    policy all see the same values (the same dict object stays one object).
+    A name that is not a parameter of the policy is refused."""
+    own = OrderedDict(meta_parameters(policy))
+    known = dict(policy.named_parameters())
+    completed: Dict[int, Params] = {}
+    out: List[Optional[Params]] = []
+    for params in per_task:
+        if params is None:
+            out.append(None)
+            continue
+        if id(params) not in completed:
+            unknown = [name for name in params if name not in known]
+            if unknown:
+                raise ValueError(f"params name {unknown}, which are not parameters of the policy "
+                                 f"{type(policy).__name__} (its parameters: {list(known)})")
+            if all(name in params for name in own):
+                completed[id(params)] = params
+            else:
+                full = OrderedDict((name, params[name] if name in params else p.detach()) for name, p in own.items())
+                full.update((name, value) for name, value in params.items() if name not in full)
+                completed[id(params)] = full
+        out.append(completed[id(params)])
+    return out
 
 
 @dataclass(frozen=True)

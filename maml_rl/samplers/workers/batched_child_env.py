@@ -27,7 +27,7 @@ import numpy as np
 
 from maml_rl.envs.vectorised import VectorisedMujocoEnv
 
-from .buffers import BufferViews, EndReason
+from .buffers import BufferSpec, BufferViews, EndReason
 from .child_env import ChildEnv, time_limit
 
 try:
@@ -80,10 +80,11 @@ class BatchedChildEnv(ChildEnv):
     """
 
     def __init__(self, env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
-                 info_keys: Sequence[str] = (), nthread: int = 1):
-        if info_keys:
-            raise ValueError(f"the MuJoCo fast path computes no step info, so it cannot carry info_keys={info_keys!r}")
-        super().__init__(env_fn, num_envs, buffers, index)
+                 spec: BufferSpec, nthread: int = 1):
+        if spec.info_keys:
+            raise ValueError("the MuJoCo fast path computes no step info, so it cannot carry "
+                             f"info_keys={spec.info_keys!r}")
+        super().__init__(env_fn, num_envs, buffers, index, spec)
         reason = batch_support(self.envs[0])
         if reason is not None:
             raise TypeError(f"the MuJoCo fast path cannot step these envs: {reason}")

@@ -19,7 +19,7 @@ import ctypes
 import enum
 import math
 from dataclasses import dataclass, fields
-from typing import ClassVar, Sequence, Tuple
+from typing import ClassVar, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -39,6 +39,10 @@ class BufferSpec:
 
     :param horizon: the most steps of an episode.
     :param info_keys: keys of ``step()``'s info carried into ``infos`` (float64).
+    :param num_categories: ``n`` of a ``Discrete`` action space (``None``: ``Box``).
+    :param action_start: ``start`` of a ``Discrete`` space: the buffers record
+        category indices ``0 .. n - 1`` (what the policy sampled), and the env
+        is given ``action_start + index``.
     """
 
     horizon: int
@@ -47,6 +51,8 @@ class BufferSpec:
     action_shape: Tuple[int, ...]
     action_dtype: np.dtype
     info_keys: Tuple[str, ...] = ()
+    num_categories: Optional[int] = None
+    action_start: int = 0
 
     @classmethod
     def for_spaces(cls, observation_space: gym.Space, action_space: gym.Space, horizon: int,
@@ -54,15 +60,18 @@ class BufferSpec:
         """The spec for an env's spaces; ``TypeError`` for spaces the sampler does not support."""
         if not isinstance(observation_space, gym.spaces.Box):
             raise TypeError(f"the sampler needs a Box observation space, got {observation_space}")
+        num_categories, start = None, 0
         if isinstance(action_space, gym.spaces.Discrete):
             action_shape, action_dtype = (), np.int64
+            num_categories, start = int(action_space.n), int(action_space.start)
         elif isinstance(action_space, gym.spaces.Box):
             action_shape, action_dtype = action_space.shape, np.float32
         else:
             raise TypeError(f"the sampler supports Box and Discrete action spaces, got {action_space}")
         return cls(horizon=horizon, observation_shape=tuple(observation_space.shape),
                    observation_dtype=np.dtype(observation_space.dtype), action_shape=tuple(action_shape),
-                   action_dtype=np.dtype(action_dtype), info_keys=tuple(info_keys))
+                   action_dtype=np.dtype(action_dtype), info_keys=tuple(info_keys), num_categories=num_categories,
+                   action_start=start)
 
     @property
     def discrete(self) -> bool:

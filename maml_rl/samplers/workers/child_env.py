@@ -11,7 +11,7 @@ from typing import Any, Callable, List, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
-from .buffers import BufferViews, EndReason
+from .buffers import BufferSpec, BufferViews, EndReason
 
 HORIZON, TERMINATED, TRUNCATED = EndReason.HORIZON, EndReason.TERMINATED, EndReason.TRUNCATED
 
@@ -27,14 +27,18 @@ class ChildEnv:
         ever given in one call).
     :param buffers: numpy views of the trajectory buffers.
     :param index: the worker's index into the per-worker arrays.
-    :param info_keys: keys of ``step()``'s info written into ``buffers.infos``.
+    :param spec: the buffers' spec: the info keys written into ``buffers.infos``,
+        and how a ``Discrete`` space's ``start`` maps recorded actions to the env's.
     """
 
     def __init__(self, env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
-                 info_keys: Sequence[str] = ()):
+                 spec: BufferSpec):
         self.buffers = buffers
         self.index = index
-        self.info_keys = tuple(info_keys)
+        self.info_keys = tuple(spec.info_keys)
+        self.action_start = spec.action_start
+        # Observation dtypes that may be stored in the buffer's (its own, and those that cast within their kind).
+        self.fitting_dtypes = {buffers.observations.dtype}
         self.envs: List[Any] = [env_fn() for _ in range(num_envs)]
         self.first_slot = 0
         self.tasks: List[Any] = []
@@ -64,7 +68,7 @@ class ChildEnv:
 
     def reset(self, seeds: Sequence[int]) -> None:
         """Reset every assigned slot with its seed and write the first observations."""
-        observations = self.buffers.observations[0]
+        observations, lengths = self.buffers.observations[0], self.buffers.lengths
         shape = observations.shape[1:]
         self.current_operation = "reset"
         for i, seed in enumerate(seeds):
@@ -73,7 +77,11 @@ class ChildEnv:
             observation, _ = self.envs[i].reset(seed=int(seed))
             if getattr(observation, "shape", None) != shape:
                 raise ValueError(_bad_observation(self.envs[i], observation, shape, "reset"))
+            if observation.dtype not in self.fitting_dtypes:
+                self._check_dtype(self.envs[i], observation, "reset")
             observations[slot] = observation
+            # 0 until the episode ends: the driver checks the actions of these slots only.
+            lengths[slot] = 0
         self.current_slot = None
         self.active = list(range(self.first_slot, self.first_slot + len(seeds)))
         self.buffers.active[self.index] = len(self.active)
@@ -86,16 +94,22 @@ class ChildEnv:
         shape = next_observations.shape[1:]
         last_step = t + 1 == b.actions.shape[0]
         envs, first_slot = self.envs, self.first_slot
+        # The env gets its own copy of a Box action (an env that clips in place
+        # must not rewrite the record), a Discrete index shifted by the space's start.
+        box, start, fitting = actions.ndim > 1, self.action_start, self.fitting_dtypes
         self.current_operation = f"step {t}"
         running = []
         for slot in self.active:
             self.current_slot = slot
             env = envs[slot - first_slot]
-            observation, reward, terminated, truncated, info = env.step(actions[slot])
+            action = actions[slot].copy() if box else actions[slot] + start
+            observation, reward, terminated, truncated, info = env.step(action)
             # numpy would silently broadcast a scalar or a wrong shape into the row.
             # (Attribute and isinstance checks: np.shape/np.ndim cost ~4 us a step.)
             if getattr(observation, "shape", None) != shape:
                 raise ValueError(_bad_observation(env, observation, shape, "step"))
+            if observation.dtype not in fitting:
+                self._check_dtype(env, observation, "step")
             if not isinstance(reward, _SCALARS) and np.ndim(reward) != 0:
                 raise ValueError(f"{_env_name(env)}.step() returned a reward of shape {np.shape(reward)}; "
                                  "a reward must be a scalar")
@@ -111,6 +125,19 @@ class ChildEnv:
         self.current_slot = None
         self.active = running
         b.active[self.index] = len(running)
+
+    def _check_dtype(self, env: Any, observation: np.ndarray, call: str) -> None:
+        """Accept an observation dtype that casts to the buffer's within its kind
+        (float64 to float32, say); refuse one that would be truncated (floats
+        into an integer space)."""
+        stored = self.buffers.observations.dtype
+        if not np.can_cast(observation.dtype, stored, casting="same_kind"):
+            raise ValueError(
+                f"{_env_name(env)}.{call}() returned {observation.dtype} observations, but its observation_space "
+                f"has dtype {stored}, into which they would be truncated (e.g. 2.9 -> 2): declare the space with "
+                f"dtype={observation.dtype} or return {stored} observations"
+            )
+        self.fitting_dtypes.add(observation.dtype)
 
     def describe_failure(self) -> str:
         """Where the last exception happened: operation, slot and task."""

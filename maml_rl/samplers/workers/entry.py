@@ -22,9 +22,9 @@ import pickle
 import signal
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional
 
-from .buffers import BufferViews
+from .buffers import BufferSpec, BufferViews
 from .child_env import ChildEnv
 
 
@@ -54,15 +54,15 @@ PAYLOAD_CHECK_INTERVAL = 0.05
 
 
 def make_child_env(env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
-                   info_keys: Sequence[str] = (), batch_threads: Optional[int] = None) -> ChildEnv:
+                   spec: BufferSpec, batch_threads: Optional[int] = None) -> ChildEnv:
     """A ChildEnv, or with ``batch_threads`` the MuJoCo fast path's
     ``BatchedChildEnv`` on that many threads (imported only then: it needs
     ``mujoco.batch``, which other envs may not)."""
     if batch_threads is None:
-        return ChildEnv(env_fn, num_envs, buffers, index, info_keys)
+        return ChildEnv(env_fn, num_envs, buffers, index, spec)
     from .batched_child_env import BatchedChildEnv
 
-    return BatchedChildEnv(env_fn, num_envs, buffers, index, info_keys, nthread=batch_threads)
+    return BatchedChildEnv(env_fn, num_envs, buffers, index, spec, nthread=batch_threads)
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class WorkerConfig:
 
     :param env_fn_bytes: the env factory, pickled with cloudpickle.
     :param num_envs: envs to build (the most slots the worker is ever given).
-    :param info_keys: keys of ``step()``'s info carried into the buffers.
+    :param spec: the buffers' spec (info keys, the action space's ``start``).
     :param batch_threads: step the envs through the MuJoCo fast path on this
         many threads; ``None`` steps them one at a time.
     :param main_module: under spawn and forkserver, how to import the user's
@@ -82,7 +82,7 @@ class WorkerConfig:
 
     env_fn_bytes: bytes
     num_envs: int
-    info_keys: Tuple[str, ...] = ()
+    spec: BufferSpec
     batch_threads: Optional[int] = None
     main_module: Optional[dict] = None
     start_method: Optional[str] = None
@@ -126,7 +126,7 @@ def _build(config: WorkerConfig, views: BufferViews, index: int) -> ChildEnv:
 
     def build() -> ChildEnv:
         return make_child_env(cloudpickle.loads(config.env_fn_bytes), config.num_envs, views, index,
-                              config.info_keys, config.batch_threads)
+                              config.spec, config.batch_threads)
 
     main_module = config.main_module
     try:

@@ -49,7 +49,7 @@ class InProcessPool(EnvPool):
         self.buffers = TrajectoryBuffers.allocate(spec, num_slots, 1, ctx=None)
         self.views = self.buffers.views()
         self.capacity = num_slots
-        self.child = make_child_env(env_fn, num_slots, self.views, 0, spec.info_keys, batch_threads)
+        self.child = make_child_env(env_fn, num_slots, self.views, 0, spec, batch_threads)
         self.ranges = assign_slots(num_slots, 1)
         self._ready: List[int] = []
         self.closed = False
@@ -149,7 +149,12 @@ class _Workers:
             connection.close()
         for process in self.processes:
             process.close()
-        self.processes, self.connections = [], []
+        # Emptied in place, not rebound: a frame kept alive by an exception's
+        # traceback may hold these lists, and under spawn and forkserver each
+        # semaphore is a named file (/dev/shm/sem.mp-*) until it is freed.
+        self.processes.clear()
+        self.connections.clear()
+        self.wakes.clear()
 
 
 class ChildEnvPool(EnvPool):
@@ -180,7 +185,7 @@ class ChildEnvPool(EnvPool):
         self.views = self.buffers.views()
         self.ranges = assign_slots(num_slots, num_workers)
         self.capacity = num_slots
-        config = WorkerConfig(env_fn_bytes, max(len(r) for r in self.ranges), spec.info_keys, batch_threads,
+        config = WorkerConfig(env_fn_bytes, max(len(r) for r in self.ranges), spec, batch_threads,
                               main_module, start_method)
         self._ready = ctx.Semaphore(0)
         wakes = [ctx.Semaphore(0) for _ in range(num_workers)]
@@ -255,6 +260,7 @@ class ChildEnvPool(EnvPool):
     def _close(self) -> None:
         if self._finalizer.detach() is not None:
             self._workers.shutdown(interruptible=True)
+        self._ready = None  # its name is released now, not when a traceback holding this pool goes
 
     # -- internals ----------------------------------------------------------
 
@@ -283,13 +289,18 @@ class ChildEnvPool(EnvPool):
                 self._fail(WorkerError(f"ChildEnv worker {w}: the environment raised {message}"))
 
     def _check_alive(self) -> None:
-        for w, process in enumerate(self._workers.processes):
-            if process.exitcode is not None:
-                self._fail(WorkerDiedError(f"ChildEnv worker {w} (pid {process.pid}) {describe_exit(process.exitcode)} during sampling"))
+        # No Process in this frame's locals: the traceback of the error keeps them.
+        exits = [(process.pid, process.exitcode) for process in self._workers.processes]
+        for w, (pid, exitcode) in enumerate(exits):
+            if exitcode is not None:
+                self._fail(WorkerDiedError(f"ChildEnv worker {w} (pid {pid}) {describe_exit(exitcode)} during sampling"))
 
     def _fail(self, error: Exception) -> None:
         self.close()
-        raise error
+        try:
+            raise error
+        finally:
+            del error  # else this frame and the error hold each other until a garbage collection
 
     def _await_start_up(self) -> None:
         """Wait for every worker's hello (or its error) from its pipe."""

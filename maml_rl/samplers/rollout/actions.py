@@ -132,7 +132,10 @@ class ActionFunction:
     def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int) -> np.ndarray:
         """Actions ``[S, *act]`` for ``observations`` ``[S, *obs]`` and ``noise`` ``[S, ...]``."""
         self._observations = observations
-        obs = torch.from_numpy(observations).to(self.device, torch.float32)
+        # Always a fresh (aligned) tensor: with MKL, a linear layer's rounding depends on
+        # where its input starts in memory, and a row of the shared buffer, a partial-mode
+        # gather or a Ray actor's group each start elsewhere.
+        obs = torch.tensor(observations, dtype=torch.float32, device=self.device)
         seed = self.fallback_seed + t
         if self.batched is not None:
             obs = obs.view(self.num_tasks, self.batch_size, *obs.shape[1:])
@@ -142,7 +145,7 @@ class ActionFunction:
         B = self.batch_size
         parts = []
         for k, p in enumerate(self.per_task):
-            rows = obs[k * B:(k + 1) * B]
+            rows = obs[k * B:(k + 1) * B].clone() if k else obs[:B]  # each task's rows aligned alike
             distribution = self.policy(rows) if p is None else self.policy(rows, params=p)
             self._check_shape(distribution, B, t, k)
             parts.append(self._shaped(actions_from_noise(distribution, noise[k * B:(k + 1) * B],

@@ -16,6 +16,7 @@ MAX_LINES = 450
 SAMPLER_LAYERS = {
     "maml_rl.samplers.sampler": 4,
     "maml_rl.samplers.trajectories": 4,
+    "maml_rl.samplers.trial_requests": 4,
     "maml_rl.samplers.backends": 3,
     "maml_rl.samplers.settings": 2,
     "maml_rl.samplers.rollout": 2,

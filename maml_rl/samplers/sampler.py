@@ -19,6 +19,8 @@ import torch
 from maml_rl.adaptation import InnerLoop, unstack_task_params
 from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.policies.recurrent import is_recurrent
+from maml_rl.trials import TrialBatch
 
 from .backends.base import RolloutBackend
 from .backends.local import LocalBackend
@@ -27,7 +29,8 @@ from .errors import SamplerClosedError
 from .rollout.request import ActionMode, Params, ParamsArg, RolloutRequest, complete_params, per_task_params
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
-from .trajectories import behaviour_params, check_outputs, to_episodes
+from .trajectories import behaviour_params, check_outputs, to_episodes, to_trials
+from .trial_requests import check_recurrent_policy, make_trial, refuse_recurrent
 
 class MultiTaskSampler:
     """Samples batches of episodes for many tasks at once, in parallel.
@@ -138,7 +141,9 @@ class MultiTaskSampler:
         self.env.reset(seed=self.seed)
         self.observation_space, self.action_space = self.env.observation_space, self.env.action_space
         self.horizon, self.info_keys = self.workload.spec.horizon, self.workload.spec.info_keys
-        check_policy(policy, self.workload.spec)
+        if not is_recurrent(policy):
+            check_policy(policy, self.workload.spec)
+        self._checked_inputs: set = set()
         #: How rollouts run (frozen): backend, start method, partial, fast path, Ray options.
         self.settings = settings.for_env(self.env, self.workload.env_name, self.info_keys)
         layout = local_layout(self.settings)
@@ -217,6 +222,7 @@ class MultiTaskSampler:
             and ``valid_episodes`` uses the current policy. Every batch records
             the parameters that sampled it (``behaviour_params``).
         """
+        refuse_recurrent(self.policy, "sample")
         inner_loop = InnerLoop.resolve(inner_loop, num_steps, fast_lr, averaging)
         valid_mode = ActionMode.parse(valid_actions, "valid_actions")
         tasks = list(tasks)
@@ -268,10 +274,71 @@ class MultiTaskSampler:
             with ``averaging``'s weighting), and a copy of the parameters that
             sampled them as ``behaviour_params``.
         """
+        refuse_recurrent(self.policy, "rollout")
         check_loss_averaging(averaging)
         mode = ActionMode.parse(actions)
         with self._in_use("rollout"):
             return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, None, mode)
+
+    def rollout_trials(self, tasks: Sequence[Any], episodes_per_trial: int, *, params: ParamsArg = None,
+                       start=None, actions: str = "sample", inputs: str = "rl2", reward_scale: float = 1.0,
+                       chunk: Optional[int] = None, gamma: float = DEFAULTS.gamma,
+                       device: Union[str, torch.device] = "cpu") -> List[TrialBatch]:
+        """Roll out ``batch_size`` trials of each task: ``episodes_per_trial``
+        episodes back to back per slot, the env reset (with its next seed)
+        whenever an episode ends, a recurrent policy's state kept across
+        those resets and initialised only at the trial's start.
+
+        A recurrent policy (``maml_rl.policies.recurrent.RecurrentPolicy``)
+        sees RL²'s input (``inputs="rl2"``: the observation, the previous
+        action, ``reward_scale`` times the previous reward and the previous
+        done flag, all zero at a trial's start) or the observation alone
+        (``"observations"``). A feed-forward policy sees observations (with
+        ``params`` as in :meth:`rollout`); with one episode per trial its
+        episodes are those :meth:`rollout` would give.
+
+        :param start: continue each slot from a finished trial's end instead
+            of a fresh state: ``maml_rl.trials.stack_start(batches)`` (Meta-World's
+            protocol restarts every evaluation episode from the state reached
+            after adaptation).
+        :param chunk: record the state before every ``chunk``-th step (the starts
+            of truncated-BPTT chunks) in ``TrialBatch.chunk_states``.
+        :returns: one :class:`~maml_rl.trials.TrialBatch` per task (no advantages).
+        """
+        spec = self.workload.spec
+        tasks = list(tasks)
+        if not tasks:
+            raise ValueError("rollout_trials() needs at least one task")
+        trial = make_trial(self.policy, spec, episodes_per_trial, inputs, reward_scale, chunk, start,
+                           len(tasks) * self.batch_size)
+        if trial.recurrent and params is not None:
+            raise ValueError("params= are per-task parameters of a feed-forward policy; a recurrent policy "
+                             "adapts in its state, not its parameters")
+        if trial.recurrent and trial.inputs not in self._checked_inputs:
+            check_recurrent_policy(self.policy, spec, trial.inputs)
+            self._checked_inputs.add(trial.inputs)
+        mode = ActionMode.parse(actions)
+        with self._in_use("rollout_trials"):
+            if self.closed:
+                raise SamplerClosedError("the sampler is closed; create a new one")
+            per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
+            request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
+                                     mode, trial=trial)
+            self._num_rollouts += 1
+            try:
+                trajectories = self._backend.run(request, device)
+                check_outputs(trajectories, tasks, self.workload)
+                start_rows = None if trial.start is None else (trial.start.actions, trial.start.rewards,
+                                                               trial.start.dones)
+                batches = to_trials(trajectories, tasks, self.workload, gamma, device, trial.episodes, trial.chunk,
+                                    start_rows)
+            except BaseException:
+                self._backend.close()
+                raise
+        for batch, behaviour in zip(batches, behaviour_params(self.policy, per_task)):
+            batch.behaviour_params = behaviour
+            batch.actions_from = mode.value
+        return batches
 
     def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging, inner_loop,
                  actions: ActionMode = ActionMode.SAMPLE) -> List[BatchEpisodes]:

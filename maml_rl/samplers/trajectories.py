@@ -10,6 +10,7 @@ import torch
 
 from maml_rl.adaptation import meta_parameters
 from maml_rl.episodes import BatchEpisodes
+from maml_rl.trials import TrialBatch
 
 from .errors import EnvOutputError
 from .rollout.request import Params
@@ -53,13 +54,11 @@ def check_outputs(trajectories: Trajectories, tasks: Sequence[Any], workload: Wo
             )
 
 
-def to_episodes(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload, gamma: float,
-                device) -> List[BatchEpisodes]:
-    """One masked copy of the used part of the buffers, laid out task-major
-    so that each task's ``[T, B, ...]`` tensors are contiguous."""
-    views, info_keys = trajectories, workload.spec.info_keys
-    K, B = len(tasks), workload.batch_size
-    lengths = torch.from_numpy(views.lengths[:K * B].copy())
+def _task_major(trajectories: Trajectories, K: int, B: int):
+    """``(lengths [K, B], per_task)``: ``per_task(array)`` is one masked copy of the used
+    part of a ``[T, S, ...]`` array, laid out ``[K, T, B, ...]`` so that each task's
+    tensors are contiguous."""
+    lengths = torch.from_numpy(trajectories.lengths[:K * B].copy())
     horizon = int(lengths.max())
     invalid = (torch.arange(horizon).unsqueeze(1) >= lengths.unsqueeze(0)).view(horizon, K, B).transpose(0, 1)
 
@@ -73,13 +72,59 @@ def to_episodes(trajectories: Trajectories, tasks: Sequence[Any], workload: Work
         # Rows past an episode's end hold stale values from earlier calls.
         return tensor.masked_fill_(invalid.reshape(K, horizon, B, *([1] * len(rest))), 0)
 
+    return lengths.view(K, B), per_task
+
+
+def to_episodes(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload, gamma: float,
+                device) -> List[BatchEpisodes]:
+    """One masked copy of the used part of the buffers, laid out task-major
+    so that each task's ``[T, B, ...]`` tensors are contiguous."""
+    views, info_keys = trajectories, workload.spec.info_keys
+    K, B = len(tasks), workload.batch_size
+    lengths, per_task = _task_major(views, K, B)
     observations, actions, rewards = (per_task(a) for a in (views.observations, views.actions, views.rewards))
-    lengths = lengths.view(K, B)
     infos = per_task(views.infos) if info_keys else None
     return [
         BatchEpisodes(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device,
                       infos=None if infos is None else
                       {key: infos[k, ..., i] for i, key in enumerate(info_keys)})
+        for k, task in enumerate(tasks)
+    ]
+
+
+def to_trials(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload, gamma: float, device,
+              episodes: int, chunk: Optional[int], start: Optional[tuple]) -> List[TrialBatch]:
+    """Per-task :class:`TrialBatch` es, with what a recurrent policy recorded
+    (log-probs, the states at chunk starts and after the last step)."""
+    views, info_keys = trajectories, workload.spec.info_keys
+    K, B = len(tasks), workload.batch_size
+    lengths, per_task = _task_major(views, K, B)
+    observations, actions, rewards, dones = (per_task(a) for a in (views.observations, views.actions, views.rewards,
+                                                                     views.dones))
+    infos = per_task(views.infos) if info_keys else None
+    recorded = trajectories.recorded
+    log_probs = per_task(recorded["log_probs"]) if "log_probs" in recorded else None
+
+    def slot_major(name: str) -> Optional[torch.Tensor]:
+        if name not in recorded:
+            return None
+        array = torch.from_numpy(np.ascontiguousarray(recorded[name][:, :K * B]))
+        return array.reshape(array.shape[0], K, B, *array.shape[2:]).transpose(0, 1)
+
+    chunk_states, final_state = slot_major("chunk_states"), slot_major("final_state")
+    if chunk_states is not None:
+        # The chunks that start within the longest trial.
+        chunk_states = chunk_states[:, :-(-observations.shape[1] // chunk)]
+    starts = None if start is None else [tuple(torch.from_numpy(np.asarray(a[k * B:(k + 1) * B])) for a in start)
+                                         for k in range(K)]
+    return [
+        TrialBatch(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device,
+                   infos=None if infos is None else {key: infos[k, ..., i] for i, key in enumerate(info_keys)},
+                   dones=dones[k], episodes_per_trial=episodes,
+                   log_probs=None if log_probs is None else log_probs[k],
+                   chunk_states=None if chunk_states is None else chunk_states[k].clone(), chunk=chunk,
+                   final_state=None if final_state is None else final_state[k, 0].clone(),
+                   start=None if starts is None else starts[k], num_categories=workload.spec.num_categories)
         for k, task in enumerate(tasks)
     ]
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+from dataclasses import replace
 from typing import Any, Callable, List, Optional
 
 import numpy as np
 
 from ..rollout.actions import ActionFunction, rollout_torch_settings
 from ..rollout.loop import run_rollout
-from ..rollout.noise import call_noise, fallback_seed, slot_seeds
+from ..rollout.noise import call_noise, fallback_seed, trial_seeds
+from ..rollout.recurrent import RecurrentActionFunction
 from ..rollout.request import RolloutRequest
 from ..settings.execution import ExecutionSettings, Layout
 from ..settings.workload import Workload
@@ -42,22 +44,28 @@ class LocalBackend(RolloutBackend):
 
     def run(self, request: RolloutRequest, device) -> Trajectories:
         spec = self.workload.spec
-        slots = request.slots
-        seeds = slot_seeds(request.seed, request.call, request.total_slots)[slots.start:slots.stop]
+        slots, episodes = request.slots, request.episodes
+        seeds = trial_seeds(request.seed, request.call, request.total_slots, episodes)[slots.start:slots.stop]
+        if episodes == 1:
+            seeds = seeds[:, 0]
+        rows = spec.horizon * episodes
         try:
             with rollout_torch_settings():
                 # The pool first: it checks that the request fits in memory, noise included.
-                pool = self._pool_for(request.num_slots)
-                noise = call_noise(request.seed, request.call, spec.horizon, request.total_slots, spec.action_shape,
+                pool = self._pool_for(request)
+                noise = call_noise(request.seed, request.call, rows, request.total_slots, spec.action_shape,
                                    spec.discrete)
-                act = ActionFunction(self.policy, request, device, noise[:, slots.start:slots.stop],
-                                     fallback_seed(request.seed, request.call), spec, self.workload.env_name)
+                args = (self.policy, request, device, noise[:, slots.start:slots.stop],
+                        fallback_seed(request.seed, request.call), spec, self.workload.env_name)
+                act = RecurrentActionFunction(*args, pool.views) if request.trial.recurrent else ActionFunction(*args)
                 run_rollout(pool, act, request.tasks, request.batch_size, seeds, self.settings.partial, slots.start)
         except BaseException:
             # A pool interrupted mid-step cannot be trusted; the next call starts a new one.
             self.close()
             raise
-        return self.pool.views.trajectories()
+        trajectories = self.pool.views.trajectories()
+        trajectories.recorded = act.recorded()
+        return trajectories
 
     def close(self) -> None:
         if self.pool is not None:
@@ -71,20 +79,27 @@ class LocalBackend(RolloutBackend):
     def worker_pids(self) -> List[int]:
         return [] if self.pool is None else self.pool.worker_pids
 
-    def _pool_for(self, num_slots: int) -> EnvPool:
+    def _pool_for(self, request: RolloutRequest) -> EnvPool:
         workload, layout = self.workload, self.layout
-        spec = workload.spec
-        if self.pool is not None and self.pool.capacity < num_slots:
+        num_slots, episodes = request.num_slots, request.episodes
+        spec = replace(workload.spec, episodes_per_trial=episodes)
+        if self.pool is not None and (self.pool.capacity < num_slots or self.pool.rows < spec.rows):
             self.close()
         if self.pool is None:
             processes = 0 if layout.num_workers == 0 else min(layout.num_workers, num_slots)
-            noise = 4 * spec.horizon * num_slots * int(np.prod(spec.action_shape))
+            noise = 4 * spec.rows * num_slots * int(np.prod(spec.action_shape))
+            recorded = 0
+            if request.trial.recurrent:
+                state_size = int(np.prod(getattr(self.policy, "state_shape", ())))
+                recorded = RecurrentActionFunction.recorded_bytes(request, spec.rows, state_size)
+            trials = f"trials of {episodes} episodes" if episodes > 1 else "episodes"
             check_memory(
                 env_fn=self.env_fn, env_fn_bytes=workload.env_fn_bytes,
                 ctx=mp.get_context(self.settings.start_method), num_slots=num_slots, num_processes=processes,
-                # The shared buffers, the action noise and the episodes' own copy of the trajectories.
-                buffer_bytes=2 * spec.trajectory_bytes(num_slots) + noise,
-                what=f"sampling {num_slots // workload.batch_size} tasks x {workload.batch_size} episodes "
+                # The shared buffers, the action noise, what a recurrent policy records,
+                # and the episodes' own copy of the trajectories.
+                buffer_bytes=2 * spec.trajectory_bytes(num_slots) + noise + 2 * recorded,
+                what=f"sampling {num_slots // workload.batch_size} tasks x {workload.batch_size} {trials} "
                      f"of {workload.env_name} at horizon {spec.horizon}",
             )
             if processes == 0:

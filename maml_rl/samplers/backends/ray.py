@@ -348,7 +348,7 @@ def _concatenate(groups: List[Trajectories]) -> Trajectories:
     """The groups' arrays side by side on the slot axis, padded to the longest episode."""
     T = max(g.observations.shape[0] for g in groups)
     out = {}
-    for name in ("observations", "actions", "rewards", "infos"):
+    for name in Trajectories.STEPS:
         first = getattr(groups[0], name)
         array = np.zeros((T, sum(getattr(g, name).shape[1] for g in groups), *first.shape[2:]), dtype=first.dtype)
         lo = 0
@@ -359,7 +359,18 @@ def _concatenate(groups: List[Trajectories]) -> Trajectories:
         out[name] = array
     for name in ("lengths", "end_reason"):
         out[name] = np.concatenate([getattr(g, name) for g in groups])
-    return Trajectories(**out)
+    recorded = {}
+    for name, first in groups[0].recorded.items():
+        # Time-major (log-probs) or chunk-major (states): padded on axis 0, side by side on axis 1.
+        array = np.zeros((max(g.recorded[name].shape[0] for g in groups),
+                          sum(g.recorded[name].shape[1] for g in groups), *first.shape[2:]), first.dtype)
+        lo = 0
+        for g in groups:
+            part = g.recorded[name]
+            array[:part.shape[0], lo:lo + part.shape[1]] = part
+            lo += part.shape[1]
+        recorded[name] = array
+    return Trajectories(**out, recorded=recorded)
 
 
 def _remote_error(cause: BaseException, where: str, remote_traceback: str) -> BaseException:

@@ -129,8 +129,11 @@ class ActionFunction:
                 self.batched = stack_params([own if p is None else p for p in per_task])
 
     @torch.no_grad()
-    def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int) -> np.ndarray:
-        """Actions ``[S, *act]`` for ``observations`` ``[S, *obs]`` and ``noise`` ``[S, ...]``."""
+    def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int, times=None,
+                 stepping: Optional[np.ndarray] = None) -> np.ndarray:
+        """Actions ``[S, *act]`` for ``observations`` ``[S, *obs]`` and ``noise`` ``[S, ...]``
+        (``times`` and ``stepping``, each slot's step and whether it steps now,
+        matter to recurrent policies only)."""
         self._observations = observations
         # Always a fresh (aligned) tensor: with MKL, a linear layer's rounding depends on
         # where its input starts in memory, and a row of the shared buffer, a partial-mode
@@ -151,6 +154,10 @@ class ActionFunction:
             parts.append(self._shaped(actions_from_noise(distribution, noise[k * B:(k + 1) * B],
                                                          seed + self.first_task + k, self.mode), B))
         return torch.cat(parts).numpy()
+
+    def recorded(self) -> dict:
+        """What the policy side recorded for the trajectories (nothing, for a feed-forward policy)."""
+        return {}
 
     def check_actions(self, actions: np.ndarray, running: np.ndarray, step_of_row) -> None:
         """Refuse non-finite actions (and categorical rows without a distribution)

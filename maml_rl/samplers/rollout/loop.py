@@ -19,9 +19,14 @@ from .actions import ActionFunction
 
 def run_rollout(pool: EnvPool, act: ActionFunction, tasks: Sequence[Any], batch_size: int, seeds: Sequence[int],
                 partial: bool, first_slot: int = 0) -> None:
-    """Reset every slot of ``tasks`` (``batch_size`` slots each) with its seed and
-    step until every episode has ended; the trajectories are left in ``pool.views``.
-    Messages number the slots from ``first_slot``."""
+    """Reset every slot of ``tasks`` (``batch_size`` slots each) with its seed(s) and
+    step until every episode (every trial: ``seeds`` ``[slots, E]``) has ended;
+    the trajectories are left in ``pool.views``. Messages number the slots
+    from ``first_slot``.
+
+    The action function gets, besides the observations and noise, each slot's
+    time step and which slots step now (a recurrent policy advances only
+    those slots' states)."""
     num_slots = len(tasks) * batch_size
     pool.reset_task([tasks[j // batch_size] for j in range(num_slots)], first_slot)
     pool.reset(seeds)
@@ -35,9 +40,10 @@ def _run_lockstep(pool: EnvPool, act: ActionFunction, num_slots: int) -> None:
     """Every step: the policy on all slots, then all workers step, then wait for all."""
     views = pool.views
     workers = [w for w, r in enumerate(pool.ranges) if len(r)]
-    for t in range(views.actions.shape[0]):
-        actions = act(views.observations[t, :num_slots], act.noise[t], t)
-        act.check_actions(actions, views.lengths[:num_slots] == 0, lambda row: t)
+    for t in range(act.noise.shape[0]):
+        running = views.lengths[:num_slots] == 0
+        actions = act(views.observations[t, :num_slots], act.noise[t], t, t, running)
+        act.check_actions(actions, running, lambda row: t)
         views.actions[t, :num_slots] = actions
         pool.step(workers, t)
         pool.wait(workers)
@@ -66,11 +72,15 @@ def _run_partial(pool: EnvPool, act: ActionFunction, num_slots: int) -> None:
                 r = pool.ranges[w]
                 observations[r.start:r.stop] = views.observations[time[w], r.start:r.stop]
                 noise[r.start:r.stop] = act.noise[time[w], r.start:r.stop]
-            actions = act(observations, noise, max(time))
             checked = np.zeros(num_slots, dtype=bool)
+            times = np.zeros(num_slots, dtype=np.int64)
             for w in ready:
                 checked[pool.ranges[w].start:pool.ranges[w].stop] = True
-            act.check_actions(actions, checked & (views.lengths[:num_slots] == 0),
+            for w, r in enumerate(pool.ranges):
+                times[r.start:r.stop] = time[w]
+            stepping = checked & (views.lengths[:num_slots] == 0)
+            actions = act(observations, noise, max(time), times, stepping)
+            act.check_actions(actions, stepping,
                               lambda row: time[next(w for w in ready if row in pool.ranges[w])])
             for w in ready:
                 r = pool.ranges[w]

@@ -23,6 +23,17 @@ def slot_seeds(seed: int, call: int, num_slots: int) -> np.ndarray:
     return np.random.SeedSequence([seed, call]).generate_state(num_slots)
 
 
+def trial_seeds(seed: int, call: int, num_slots: int, episodes: int) -> np.ndarray:
+    """The reset seeds ``[S, episodes]`` of trials of ``episodes`` episodes:
+    each slot's first is its :func:`slot_seeds` seed (so a trial of one
+    episode is today's episode), the later ones a separate stream."""
+    first = slot_seeds(seed, call, num_slots).astype(np.uint64)
+    if episodes == 1:
+        return first[:, None]
+    later = np.random.SeedSequence([seed, call, 3]).generate_state(num_slots * (episodes - 1))
+    return np.concatenate([first[:, None], later.reshape(num_slots, episodes - 1).astype(np.uint64)], axis=1)
+
+
 def call_noise(seed: int, call: int, horizon: int, num_slots: int, action_shape: Sequence[int], discrete: bool) -> torch.Tensor:
     """The action noise ``[T, S, ...]`` of every slot of rollout ``call``."""
     generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, call, 1]).generate_state(1)[0]))

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 
 from maml_rl.adaptation import meta_parameters
@@ -70,6 +71,55 @@ def complete_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -
     return out
 
 
+class TrialInputs(str, enum.Enum):
+    """What a recurrent policy sees at each step of a trial."""
+
+    RL2 = "rl2"  # observation, previous action, previous reward (scaled), previous done flag
+    OBSERVATIONS = "observations"  # the observation only
+
+    @classmethod
+    def parse(cls, value: Any) -> "TrialInputs":
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"inputs={value!r}: use 'rl2' (observation, previous action, reward and done flag) "
+                             "or 'observations'") from None
+
+
+@dataclass(frozen=True)
+class TrialStart:
+    """Where trials continue from, one row per slot of the whole call: the
+    policy's state and the previous action, reward and done flag its first
+    input sees (a finished trial's last ones, for Meta-World's evaluation
+    protocol). numpy arrays, so that they travel to Ray actors as they are."""
+
+    state: np.ndarray  # [S, *state_shape]
+    actions: np.ndarray  # [S, *act]
+    rewards: np.ndarray  # [S]
+    dones: np.ndarray  # [S]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """How the slots of a trial rollout run: ``episodes`` episodes each, back to back.
+
+    :param episodes: episodes per trial (each slot resets its env after each, and
+        a recurrent policy keeps its state across those resets).
+    :param recurrent: the policy is recurrent (``initial_state`` and ``step``).
+    :param inputs: what a recurrent policy sees (:class:`TrialInputs`).
+    :param reward_scale: factor of the previous reward in RL²'s inputs.
+    :param chunk: record a recurrent policy's state every ``chunk`` steps (BPTT chunk starts).
+    :param start: continue from these states instead of the policy's initial state.
+    """
+
+    episodes: int = 1
+    recurrent: bool = False
+    inputs: TrialInputs = TrialInputs.RL2
+    reward_scale: float = 1.0
+    chunk: Optional[int] = None
+    start: Optional[TrialStart] = None
+
+
 @dataclass(frozen=True)
 class RolloutRequest:
     """One rollout: ``batch_size`` episodes of every task, with the seeds and
@@ -90,12 +140,18 @@ class RolloutRequest:
     actions: ActionMode = ActionMode.SAMPLE
     first_task: int = 0
     total_tasks: Optional[int] = None
+    trial: Trial = Trial()
 
     def __post_init__(self) -> None:
         if len(self.tasks) != len(self.per_task):
             raise ValueError(f"got {len(self.per_task)} parameter sets for {len(self.tasks)} tasks")
         if self.total_tasks is None:
             object.__setattr__(self, "total_tasks", self.first_task + len(self.tasks))
+
+    @property
+    def episodes(self) -> int:
+        """Episodes per slot (1 unless this is a trial rollout)."""
+        return self.trial.episodes
 
     @property
     def num_slots(self) -> int:

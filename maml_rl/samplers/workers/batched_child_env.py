@@ -27,8 +27,8 @@ import numpy as np
 
 from maml_rl.envs.vectorised import VectorisedMujocoEnv
 
-from .buffers import BufferSpec, BufferViews, EndReason
-from .child_env import ChildEnv, time_limit
+from .buffers import BufferSpec, BufferViews
+from .child_env import HORIZON, TERMINATED, TRUNCATED, ChildEnv, time_limit
 
 try:
     from mujoco import batch as mujoco_batch
@@ -105,17 +105,24 @@ class BatchedChildEnv(ChildEnv):
 
     def reset(self, seeds: Sequence[int]) -> None:
         super().reset(seeds)  # each slot's env: its reset noise and first observation
-        n = len(seeds)
+        n = len(self.trial_seeds)
         ids = np.arange(n, dtype=np.int32)
         self.current_operation = "reset"
+        self._copy_reset_state(ids)
+        self.ids = ids
+        # Per simulation: the step its episode started at (for the env's own time limit).
+        self.episode_start = np.zeros(n, dtype=np.int64)
+        self.episode_end_rows = np.asarray(self.episode_end, dtype=np.int64)
+
+    def _copy_reset_state(self, ids: np.ndarray) -> None:
+        """Copy the state each env's reset set into its simulation."""
         self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
-        for i in range(n):
+        for i in ids:
             data = self.envs[i].unwrapped.data
             for name, rows in self.reset_state.items():
                 rows[i] = getattr(data, name)
         # Derived fields (the positions read before the first step) need a call.
         self.batch.forward(ids)
-        self.ids = ids
 
     def step(self, t: int) -> None:
         b = self.buffers
@@ -152,17 +159,29 @@ class BatchedChildEnv(ChildEnv):
         if not isinstance(slots, slice):
             observations[slots] = out
         b.rewards[t][slots] = rewards
-        truncated = self.time_limit is not None and t + 1 >= self.time_limit
-        if truncated or t + 1 == b.actions.shape[0]:
-            done = np.ones(n, dtype=bool)
+        if self.time_limit is not None:
+            truncated = t + 1 - self.episode_start[ids] >= self.time_limit
         else:
-            done = terminated
+            truncated = np.zeros(n, dtype=bool)
+        done = terminated | truncated | (t + 1 == self.episode_end_rows[ids])
         if done.any():
-            ended = first + ids[done]
-            b.lengths[ended] = t + 1
-            b.end_reason[ended] = np.where(terminated[done], EndReason.TERMINATED,
-                                              EndReason.TRUNCATED if truncated else EndReason.HORIZON)
-            self.ids = ids[~done]
+            keep = np.ones(n, dtype=bool)
+            restart = []
+            for k in np.flatnonzero(done):
+                i = int(ids[k])
+                reason = TERMINATED if terminated[k] else TRUNCATED if truncated[k] else HORIZON
+                self.current_slot = first + i
+                if self._episode_ended(first + i, t, reason):
+                    restart.append(i)
+                else:
+                    keep[k] = False
+            self.current_slot = None
+            if restart:
+                restart = np.asarray(restart, dtype=np.int32)
+                self._copy_reset_state(restart)
+                self.episode_start[restart] = t + 1
+                self.episode_end_rows[restart] = [self.episode_end[i] for i in restart]
+            self.ids = ids[keep]
         b.active[self.index] = len(self.ids)
 
     def close(self) -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
-from dataclasses import dataclass, fields
-from typing import ClassVar, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, Dict, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -43,6 +43,10 @@ class BufferSpec:
     :param action_start: ``start`` of a ``Discrete`` space: the buffers record
         category indices ``0 .. n - 1`` (what the policy sampled), and the env
         is given ``action_start + index``.
+    :param episodes_per_trial: the most episodes a slot runs back to back in
+        one rollout (a trial, for recurrent policies); the buffers hold
+        ``rows = horizon * episodes_per_trial`` steps. ``horizon`` stays the
+        most steps of one episode.
     """
 
     horizon: int
@@ -53,6 +57,12 @@ class BufferSpec:
     info_keys: Tuple[str, ...] = ()
     num_categories: Optional[int] = None
     action_start: int = 0
+    episodes_per_trial: int = 1
+
+    @property
+    def rows(self) -> int:
+        """Steps the buffers hold per slot: a whole trial."""
+        return self.horizon * self.episodes_per_trial
 
     @classmethod
     def for_spaces(cls, observation_space: gym.Space, action_space: gym.Space, horizon: int,
@@ -80,12 +90,13 @@ class BufferSpec:
 
     def trajectory_bytes(self, num_slots: int) -> int:
         """Bytes of the trajectory arrays of ``num_slots`` slots (per-worker arrays aside)."""
-        S, T = num_slots, self.horizon
+        S, T = num_slots, self.rows
         return (
             (T + 1) * S * math.prod(self.observation_shape) * self.observation_dtype.itemsize
             + T * S * math.prod(self.action_shape) * self.action_dtype.itemsize
             + T * S * np.dtype(np.float32).itemsize
             + T * S * len(self.info_keys) * np.dtype(np.float64).itemsize
+            + T * S  # dones
             + S * (np.dtype(np.int64).itemsize + 1)
         )
 
@@ -103,19 +114,26 @@ class Trajectories:
     actions: np.ndarray  # [T, S, *act]
     rewards: np.ndarray  # [T, S]
     infos: np.ndarray  # [T, S, len(info_keys)]
-    lengths: np.ndarray  # [S]
-    end_reason: np.ndarray  # [S], EndReason codes
+    dones: np.ndarray  # [T, S], 1 + EndReason at the last step of each episode of a trial, else 0
+    lengths: np.ndarray  # [S], steps of the slot's episode (of its whole trial)
+    end_reason: np.ndarray  # [S], EndReason codes (of the trial's last episode)
+    #: What the policy side recorded (a recurrent policy's log-probs and states), slot-major on axis 1.
+    recorded: Dict[str, np.ndarray] = field(default_factory=dict)
 
-    ARRAYS: ClassVar[Tuple[str, ...]] = ("observations", "actions", "rewards", "infos", "lengths", "end_reason")
+    ARRAYS: ClassVar[Tuple[str, ...]] = ("observations", "actions", "rewards", "infos", "dones", "lengths",
+                                         "end_reason")
+    STEPS: ClassVar[Tuple[str, ...]] = ("observations", "actions", "rewards", "infos", "dones")
 
     def nbytes(self) -> int:
-        return int(sum(getattr(self, name).nbytes for name in self.ARRAYS))
+        return int(sum(getattr(self, name).nbytes for name in self.ARRAYS)
+                   + sum(a.nbytes for a in self.recorded.values()))
 
     def copy_of_slots(self, num_slots: int) -> "Trajectories":
         """A copy of the first ``num_slots`` slots, cut to their longest episode."""
         T = int(self.lengths[:num_slots].max())
-        steps = (getattr(self, name)[:T, :num_slots].copy() for name in self.ARRAYS[:4])
-        return Trajectories(*steps, self.lengths[:num_slots].copy(), self.end_reason[:num_slots].copy())
+        steps = (getattr(self, name)[:T, :num_slots].copy() for name in self.STEPS)
+        return Trajectories(*steps, self.lengths[:num_slots].copy(), self.end_reason[:num_slots].copy(),
+                            {name: a[:, :num_slots].copy() for name, a in self.recorded.items()})
 
 
 class SharedArray:
@@ -168,6 +186,7 @@ class TrajectoryBuffers:
     actions: SharedArray  # [T, S, *act]
     rewards: SharedArray  # [T, S]
     infos: SharedArray  # [T, S, len(info_keys)], the chosen per-step info values (float64)
+    dones: SharedArray  # [T, S], 1 + EndReason at the last step of each episode (trials), else 0
     lengths: SharedArray  # [S]
     end_reason: SharedArray  # [S], how each episode ended (EndReason)
     command: SharedArray  # [W], what each worker is asked to do next
@@ -179,12 +198,13 @@ class TrajectoryBuffers:
     @classmethod
     def allocate(cls, spec: BufferSpec, num_slots: int, num_workers: int, ctx=None) -> "TrajectoryBuffers":
         """Allocate the buffers (shared when ``ctx`` is given)."""
-        S, W, T = num_slots, max(1, num_workers), spec.horizon
+        S, W, T = num_slots, max(1, num_workers), spec.rows
         return cls(
             observations=SharedArray((T + 1, S, *spec.observation_shape), spec.observation_dtype, ctx),
             actions=SharedArray((T, S, *spec.action_shape), spec.action_dtype, ctx),
             rewards=SharedArray((T, S), np.float32, ctx),
             infos=SharedArray((T, S, len(spec.info_keys)), np.float64, ctx),
+            dones=SharedArray((T, S), np.uint8, ctx),
             lengths=SharedArray((S,), np.int64, ctx),
             end_reason=SharedArray((S,), np.uint8, ctx),
             command=SharedArray((W,), np.int32, ctx),
@@ -207,6 +227,7 @@ class BufferViews:
     actions: np.ndarray
     rewards: np.ndarray
     infos: np.ndarray
+    dones: np.ndarray
     lengths: np.ndarray
     end_reason: np.ndarray
     command: np.ndarray
@@ -217,5 +238,5 @@ class BufferViews:
 
     def trajectories(self) -> Trajectories:
         """The trajectory arrays (views of the buffers, not copies)."""
-        return Trajectories(self.observations, self.actions, self.rewards, self.infos, self.lengths,
+        return Trajectories(self.observations, self.actions, self.rewards, self.infos, self.dones, self.lengths,
                             self.end_reason)

@@ -37,6 +37,7 @@ class ChildEnv:
         self.index = index
         self.info_keys = tuple(spec.info_keys)
         self.action_start = spec.action_start
+        self.horizon = spec.horizon
         # Observation dtypes that may be stored in the buffer's (its own, and those that cast within their kind).
         self.fitting_dtypes = {buffers.observations.dtype}
         self.envs: List[Any] = [env_fn() for _ in range(num_envs)]
@@ -67,24 +68,59 @@ class ChildEnv:
         self.buffers.active[self.index] = 0
 
     def reset(self, seeds: Sequence[int]) -> None:
-        """Reset every assigned slot with its seed and write the first observations."""
-        observations, lengths = self.buffers.observations[0], self.buffers.lengths
-        shape = observations.shape[1:]
+        """Reset every assigned slot with its seed and write the first observations.
+
+        ``seeds`` is one seed per slot (one episode each), or ``[slots, E]``:
+        a trial of ``E`` episodes per slot, the env reset with the next
+        seed whenever an episode ends, until the ``E``-th ends.
+        """
+        seeds = np.asarray(seeds, dtype=np.uint64)
+        self.trial_seeds = seeds.reshape(len(seeds), -1) if seeds.size else seeds.reshape(0, 1)
+        n, episodes = self.trial_seeds.shape
+        b = self.buffers
         self.current_operation = "reset"
-        for i, seed in enumerate(seeds):
+        for i in range(n):
             slot = self.first_slot + i
             self.current_slot = slot
-            observation, _ = self.envs[i].reset(seed=int(seed))
-            if getattr(observation, "shape", None) != shape:
-                raise ValueError(_bad_observation(self.envs[i], observation, shape, "reset"))
-            if observation.dtype not in self.fitting_dtypes:
-                self._check_dtype(self.envs[i], observation, "reset")
-            observations[slot] = observation
+            self._reset_slot(i, slot, int(self.trial_seeds[i, 0]), 0)
             # 0 until the episode ends: the driver checks the actions of these slots only.
-            lengths[slot] = 0
+            b.lengths[slot] = 0
+        first = self.first_slot
+        b.dones[:, first:first + n] = 0
+        # Per slot: the episode it runs and the step at which that episode ends at the latest.
+        self.episode = [0] * n
+        self.episode_end = [min(self.horizon, b.actions.shape[0])] * n
         self.current_slot = None
-        self.active = list(range(self.first_slot, self.first_slot + len(seeds)))
+        self.active = list(range(first, first + n))
         self.buffers.active[self.index] = len(self.active)
+
+    def _reset_slot(self, i: int, slot: int, seed: int, row: int) -> None:
+        """Reset env ``i`` with ``seed``; its observation into ``observations[row, slot]``."""
+        observations = self.buffers.observations[row]
+        shape = observations.shape[1:]
+        observation, _ = self.envs[i].reset(seed=seed)
+        if getattr(observation, "shape", None) != shape:
+            raise ValueError(_bad_observation(self.envs[i], observation, shape, "reset"))
+        if observation.dtype not in self.fitting_dtypes:
+            self._check_dtype(self.envs[i], observation, "reset")
+        observations[slot] = observation
+
+    def _episode_ended(self, slot: int, t: int, reason: int) -> bool:
+        """Record the end of the slot's episode at step ``t``; reset its env when
+        its trial has episodes left. Whether the slot keeps running."""
+        b, i = self.buffers, slot - self.first_slot
+        b.dones[t, slot] = 1 + reason
+        episode = self.episode[i] + 1
+        if episode < self.trial_seeds.shape[1] and t + 1 < b.actions.shape[0]:
+            self.current_operation = f"reset (episode {episode} of the trial) after step {t}"
+            self._reset_slot(i, slot, int(self.trial_seeds[i, episode]), t + 1)
+            self.current_operation = f"step {t}"
+            self.episode[i] = episode
+            self.episode_end[i] = min(t + 1 + self.horizon, b.actions.shape[0])
+            return True
+        b.lengths[slot] = t + 1
+        b.end_reason[slot] = reason
+        return False
 
     def step(self, t: int) -> None:
         """Step every slot whose episode is still running, with ``actions[t]``."""
@@ -92,8 +128,7 @@ class ChildEnv:
         actions, rewards, next_observations = b.actions[t], b.rewards[t], b.observations[t + 1]
         infos, info_keys = b.infos[t], self.info_keys
         shape = next_observations.shape[1:]
-        last_step = t + 1 == b.actions.shape[0]
-        envs, first_slot = self.envs, self.first_slot
+        envs, first_slot, episode_end = self.envs, self.first_slot, self.episode_end
         # The env gets its own copy of a Box action (an env that clips in place
         # must not rewrite the record), a Discrete index shifted by the space's start.
         box, start, fitting = actions.ndim > 1, self.action_start, self.fitting_dtypes
@@ -116,9 +151,10 @@ class ChildEnv:
             rewards[slot] = reward
             if info_keys:
                 _write_info(env, info, info_keys, infos[slot])
-            if terminated or truncated or last_step:
-                b.lengths[slot] = t + 1
-                b.end_reason[slot] = TERMINATED if terminated else TRUNCATED if truncated else HORIZON
+            if terminated or truncated or t + 1 == episode_end[slot - first_slot]:
+                reason = TERMINATED if terminated else TRUNCATED if truncated else HORIZON
+                if self._episode_ended(slot, t, reason):
+                    running.append(slot)
             else:
                 next_observations[slot] = observation
                 running.append(slot)

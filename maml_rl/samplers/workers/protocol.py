@@ -54,6 +54,11 @@ class EnvPool(ABC):
         self._time: Dict[int, int] = {}
         self._pending: set = set()
 
+    @property
+    def rows(self) -> int:
+        """Steps the buffers hold per slot (a trial's, when built for trials)."""
+        return self.views.actions.shape[0]
+
     # -- the protocol -------------------------------------------------------
 
     def assign(self, num_slots: int) -> None:

@@ -1,0 +1,190 @@
+"""Recurrent policies: the protocol the sampler's trials use, RL²'s inputs, and a GRU policy.
+
+A recurrent policy adapts in its memory rather than in its weights (RL²).
+The sampler runs it over *trials* (several episodes of one task back to
+back) and calls it one step at a time::
+
+    state = policy.initial_state(n)                    # [n, *policy.state_shape]
+    distribution, state = policy.step(inputs, state)   # inputs [n, input_size]
+
+With ``supports_task_batches = True`` a policy also takes ``inputs``
+``[K, B, input_size]`` and ``state`` ``[K, B, *state_shape]`` and computes
+each task's ``B`` rows with arithmetic that does not depend on ``K`` (batched
+matrix products over the task axis, as :func:`~maml_rl.policies.policy.linear`
+does with stacked parameters): the sampler then evaluates every slot in one
+call and still gets the same bits on every backend. Without it the sampler
+calls ``step`` once per task, on that task's rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Protocol, Sequence, Tuple, runtime_checkable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributions import Categorical, Distribution, Independent, Normal
+
+from maml_rl.policies.policy import get_nonlinearity
+
+__all__ = ["GRUPolicy", "RecurrentPolicy", "is_recurrent", "rl2_input_size", "rl2_inputs"]
+
+
+@runtime_checkable
+class RecurrentPolicy(Protocol):
+    """What the sampler needs from a policy with state (``is_recurrent = True``)."""
+
+    is_recurrent: bool
+    #: Shape of one row's state (pack an LSTM's ``(h, c)`` into one tensor).
+    state_shape: Tuple[int, ...]
+
+    def initial_state(self, n: int, device: Optional[torch.device] = None) -> torch.Tensor:
+        """The state ``[n, *state_shape]`` at the start of a trial."""
+
+    def step(self, inputs: torch.Tensor, state: torch.Tensor) -> Tuple[Distribution, torch.Tensor]:
+        """The action distribution (batch shape ``inputs.shape[:-1]``) and the next state."""
+
+
+def is_recurrent(policy) -> bool:
+    """Whether ``policy`` declares itself recurrent (``is_recurrent = True``)."""
+    return bool(getattr(policy, "is_recurrent", False))
+
+
+def rl2_input_size(observation_size: int, action_size: int) -> int:
+    """Width of RL²'s input: observation, previous action (one-hot if discrete), reward, done."""
+    return int(observation_size) + int(action_size) + 2
+
+
+def rl2_inputs(observations: torch.Tensor, previous_actions: torch.Tensor, previous_rewards: torch.Tensor,
+               previous_dones: torch.Tensor, num_categories: Optional[int] = None,
+               reward_scale: float = 1.0) -> torch.Tensor:
+    """RL²'s policy input ``[..., obs + act + 2]``: the observation, the previous
+    action (one-hot over ``num_categories`` for a discrete space), the previous
+    reward times ``reward_scale`` and whether the previous step ended an episode;
+    the three previous values are zero at the start of a trial.
+
+    :param observations: ``[..., *obs]``.
+    :param previous_actions: ``[..., *act]`` (category indices ``[...]`` if discrete).
+    :param previous_rewards: ``[...]``.
+    :param previous_dones: ``[...]``, nonzero where the previous step ended an episode.
+    """
+    lead = previous_rewards.shape
+    obs = observations.reshape(*lead, -1).to(torch.float32)
+    if num_categories is not None:
+        action = F.one_hot(previous_actions.long().clamp(min=0), num_categories).to(torch.float32)
+    else:
+        action = previous_actions.reshape(*lead, -1).to(torch.float32)
+    reward = previous_rewards.to(torch.float32).unsqueeze(-1) * reward_scale
+    done = (previous_dones != 0).to(torch.float32).unsqueeze(-1)
+    return torch.cat([obs, action, reward, done], dim=-1)
+
+
+def _linear(x: torch.Tensor, layer, tasks: bool) -> torch.Tensor:
+    """``layer`` on ``[..., in]``, or with ``tasks`` on ``[K, B, in]`` as one batched
+    product per task (the weights expanded over ``K``, so a task's rows never depend on ``K``)."""
+    if tasks:
+        K = x.shape[0]
+        return torch.baddbmm(layer.bias.expand(K, 1, -1), x, layer.weight.t().expand(K, -1, -1))
+    return F.linear(x, layer.weight, layer.bias)
+
+
+class GRUPolicy(nn.Module):
+    """An MLP encoder, one GRU layer and a Gaussian or categorical head.
+
+    The default sizes are metaworld-algorithms' RL² network (2 x 256 tanh
+    encoder, GRU of 256). The Gaussian head's log-std is a learned vector
+    (as this package's MLP policies), not an output of the network.
+
+    :param input_size: width of the policy's input (:func:`rl2_input_size` for RL²).
+    :param output_size: action dimension, or number of categories.
+    :param categorical: a categorical head (``Discrete`` actions) instead of a Gaussian one.
+    """
+
+    is_recurrent = True
+    supports_task_batches = True
+
+    def __init__(self, input_size: int, output_size: int, hidden_sizes: Sequence[int] = (256, 256),
+                 state_size: int = 256, nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh",
+                 categorical: bool = False, init_std: float = 1.0, min_std: float = 1e-6) -> None:
+        super().__init__()
+        self.input_size, self.output_size = int(input_size), int(output_size)
+        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        self.state_size = int(state_size)
+        self.state_shape = (self.state_size,)
+        self.nonlinearity = get_nonlinearity(nonlinearity)
+        self.categorical = bool(categorical)
+        self.min_log_std = math.log(min_std)
+        sizes = (self.input_size,) + self.hidden_sizes
+        self.encoder = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        # nn.GRU's own parameters: training runs whole chunks through its native loop,
+        # sampling one step at a time through the same weights (`_cell`).
+        self.gru = nn.GRU(sizes[-1], self.state_size)
+        self.head = nn.Linear(self.state_size, self.output_size)
+        if not self.categorical:
+            self.sigma = nn.Parameter(torch.full((self.output_size,), math.log(init_std)))
+        for layer in (*self.encoder, self.head):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+        nn.init.orthogonal_(self.gru.weight_hh_l0)
+
+    def initial_state(self, n: int, device: Optional[torch.device] = None) -> torch.Tensor:
+        return torch.zeros((n, self.state_size), device=device if device is not None else self.head.weight.device)
+
+    def _encode(self, x: torch.Tensor, tasks: bool = False) -> torch.Tensor:
+        for layer in self.encoder:
+            x = self.nonlinearity(_linear(x, layer, tasks))
+        return x
+
+    def _cell(self, x: torch.Tensor, h: torch.Tensor, tasks: bool) -> torch.Tensor:
+        """One GRU step with ``nn.GRU``'s equations and weights (gate order r, z, n)."""
+        gru = self.gru
+        gi = _linear(x, _Affine(gru.weight_ih_l0, gru.bias_ih_l0), tasks)
+        gh = _linear(h, _Affine(gru.weight_hh_l0, gru.bias_hh_l0), tasks)
+        i_r, i_z, i_n = gi.chunk(3, -1)
+        h_r, h_z, h_n = gh.chunk(3, -1)
+        r = torch.sigmoid(i_r + h_r)
+        z = torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        return (1 - z) * n + z * h
+
+    def distribution(self, features: torch.Tensor, tasks: bool = False) -> Distribution:
+        """The head's distribution of the GRU's outputs ``[..., H]``."""
+        out = _linear(features, self.head, tasks)
+        if self.categorical:
+            return Categorical(logits=out, validate_args=False)
+        scale = self.sigma.clamp(min=self.min_log_std).exp()
+        return Independent(Normal(out, scale, validate_args=False), 1, validate_args=False)
+
+    def step(self, inputs: torch.Tensor, state: torch.Tensor) -> Tuple[Distribution, torch.Tensor]:
+        """One step on ``[N, in]`` (or ``[K, B, in]``) inputs and the matching state."""
+        tasks = inputs.dim() == 3
+        h = self._cell(self._encode(inputs, tasks), state, tasks)
+        return self.distribution(h, tasks), h
+
+    def forward_trials(self, inputs: torch.Tensor, state: torch.Tensor,
+                       chunk: Optional[int] = None) -> Tuple[Distribution, torch.Tensor]:
+        """The distributions ``[T, N]`` along whole trials ``inputs`` ``[T, N, in]``
+        from ``state`` ``[N, H]``, for training. With ``chunk``, gradients are
+        truncated every ``chunk`` steps (truncated BPTT): the state entering a
+        chunk is carried, detached. Also returns the state after the last step."""
+        x = self._encode(inputs)
+        h = state.unsqueeze(0)
+        T = x.shape[0]
+        chunk = T if chunk is None else max(1, int(chunk))
+        outputs = []
+        for lo in range(0, T, chunk):
+            if lo:
+                h = h.detach()
+            out, h = self.gru(x[lo:lo + chunk], h)
+            outputs.append(out)
+        return self.distribution(torch.cat(outputs)), h.squeeze(0)
+
+
+class _Affine:
+    """A weight and bias in ``nn.Linear``'s attribute names, for :func:`_linear`."""
+
+    __slots__ = ("weight", "bias")
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor) -> None:
+        self.weight, self.bias = weight, bias

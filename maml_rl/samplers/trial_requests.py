@@ -1,0 +1,100 @@
+"""The checks and the request of ``MultiTaskSampler.rollout_trials``: trials of
+several episodes per slot, for recurrent policies (RL²) and feed-forward ones."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from maml_rl.policies.recurrent import is_recurrent, rl2_input_size
+
+from .errors import PolicyOutputError
+from .rollout.actions import rollout_torch_settings
+from .rollout.request import Trial, TrialInputs, TrialStart
+from .workers.buffers import BufferSpec
+
+RECURRENT_NEEDED = ("a recurrent policy has is_recurrent = True, state_shape, initial_state(n) and "
+                    "step(inputs, state) -> (Distribution, next_state) (e.g. maml_rl.policies.GRUPolicy)")
+
+
+def refuse_recurrent(policy, call: str) -> None:
+    """``TypeError`` for a recurrent policy given to a feed-forward call."""
+    if is_recurrent(policy):
+        raise TypeError(
+            f"{call}() runs feed-forward policies, but {type(policy).__name__} is recurrent (is_recurrent = True): "
+            "sample its trials with sampler.rollout_trials(tasks, episodes_per_trial=N)"
+        )
+
+
+def make_trial(policy, spec: BufferSpec, episodes_per_trial: Any, inputs: Any, reward_scale: Any,
+               chunk: Optional[int], start: Union[None, Mapping[str, Any], Sequence[Any]], num_slots: int) -> Trial:
+    """The :class:`Trial` of a ``rollout_trials`` call, every argument checked first."""
+    if isinstance(episodes_per_trial, bool) or not isinstance(episodes_per_trial, (int, np.integer)) \
+            or episodes_per_trial < 1:
+        raise ValueError(f"episodes_per_trial must be an int >= 1, got {episodes_per_trial!r}")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1):
+        raise ValueError(f"chunk must be None or an int >= 1 (the BPTT chunk length), got {chunk!r}")
+    try:
+        reward_scale = float(reward_scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_scale must be a number, got {reward_scale!r}") from None
+    mode = TrialInputs.parse(inputs)
+    recurrent = is_recurrent(policy)
+    if start is not None and not recurrent:
+        raise ValueError("start= continues a recurrent policy's trials; this policy is feed-forward")
+    return Trial(episodes=int(episodes_per_trial), recurrent=recurrent, inputs=mode, reward_scale=reward_scale,
+                 chunk=None if chunk is None else int(chunk),
+                 start=None if start is None else trial_start(policy, spec, start, num_slots))
+
+
+def trial_start(policy, spec: BufferSpec, start, num_slots: int) -> TrialStart:
+    """``start`` (``TrialBatch.end_points()`` of every slot, as a mapping with
+    ``state``, ``actions``, ``rewards``, ``dones`` or a 4-tuple) as numpy rows."""
+    if isinstance(start, Mapping):
+        missing = [k for k in ("state", "actions", "rewards", "dones") if k not in start]
+        if missing:
+            raise ValueError(f"start= lacks {missing}: give maml_rl.trials.stack_start(batches)")
+        values = (start["state"], start["actions"], start["rewards"], start["dones"])
+    else:
+        values = tuple(start)
+        if len(values) != 4:
+            raise ValueError("start= needs (state, actions, rewards, dones), one row per slot")
+    arrays = [v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v) for v in values]
+    state, actions, rewards, dones = arrays
+    expected = {"state": (num_slots, *tuple(policy.state_shape)), "actions": (num_slots, *spec.action_shape),
+                "rewards": (num_slots,), "dones": (num_slots,)}
+    for name, array in zip(expected, arrays):
+        if tuple(array.shape) != expected[name]:
+            raise ValueError(f"start[{name!r}] has shape {tuple(array.shape)}; this call's {num_slots} slots "
+                             f"need {expected[name]}")
+    return TrialStart(state.astype(np.float32), actions.astype(spec.action_dtype), rewards.astype(np.float32),
+                      dones.astype(np.uint8))
+
+
+def check_recurrent_policy(policy, spec: BufferSpec, inputs: TrialInputs) -> None:
+    """Call a recurrent policy once on one zero input and refuse, naming what is
+    wrong, one that does not follow the protocol or does not fit the spaces."""
+    name = type(policy).__name__
+    for attribute in ("state_shape", "initial_state", "step"):
+        if not hasattr(policy, attribute):
+            raise TypeError(f"the policy {name} says is_recurrent = True but has no {attribute}: {RECURRENT_NEEDED}")
+    action_size = spec.num_categories if spec.discrete else int(np.prod(spec.action_shape))
+    obs_size = int(np.prod(spec.observation_shape))
+    width = rl2_input_size(obs_size, action_size) if inputs is TrialInputs.RL2 else obs_size
+    device = next((p.device for p in policy.parameters()), torch.device("cpu"))
+    with torch.no_grad(), torch.random.fork_rng(devices=[]), rollout_torch_settings():
+        try:
+            state = policy.initial_state(1, device)
+            distribution, next_state = policy.step(torch.zeros((1, width), device=device), state)
+        except Exception as exc:
+            what = ("RL²'s input (observation, previous action, reward, done flag)" if inputs is TrialInputs.RL2
+                    else "the observation")
+            raise TypeError(f"the recurrent policy {name} failed on one input of width {width}, {what}: {exc!r}. "
+                            f"Build it with input_size={width} (maml_rl.policies.recurrent.rl2_input_size), or pass "
+                            f"inputs='observations' / 'rl2' to match it") from exc
+    if tuple(state.shape) != (1, *tuple(policy.state_shape)) or tuple(next_state.shape) != tuple(state.shape):
+        raise PolicyOutputError(f"the recurrent policy {name}: initial_state(1) has shape {tuple(state.shape)} and "
+                                f"step() returns a state of shape {tuple(next_state.shape)}; state_shape says "
+                                f"{(1, *tuple(policy.state_shape))}")

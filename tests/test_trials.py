@@ -1,0 +1,265 @@
+"""Trials: several episodes per slot, a recurrent policy's state carried across
+the resets inside a trial. The truth is the naive reference's plain loop
+(one env per slot, the policy stepped slot by slot, ``naive_trials``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from maml_rl.policies.recurrent import GRUPolicy, rl2_input_size, rl2_inputs
+from maml_rl.samplers import InsufficientMemoryError, MultiTaskSampler
+from maml_rl.samplers.workers.batched_child_env import mujoco_batch
+from maml_rl.trials import TrialBatch, stack_start
+
+from differential_envs import factory
+from naive_sampler import ElementwisePolicy
+from naive_trials import CountingRecurrentPolicy, TaskByTaskRecurrentPolicy, reference_trials
+
+SEED = 5
+OBS, ACT, CATEGORIES = 3, 2, 3
+
+# label, tasks, trials per task, horizon, episodes per trial
+SHAPES = [
+    ("one task, one trial, one episode", [{"offset": 0.3, "length": 4}], 1, 6, 1),
+    ("one task, one trial", [{"offset": -0.2, "length": None}], 1, 6, 3),
+    ("episodes of different lengths", [{"offset": 0.1, "length": None}, {"offset": 0.5, "length": 9}], 2, 6, 3),
+    ("all episodes end at step 1", [{"offset": 0.4, "length": 1}, {"offset": -0.4, "length": 1}], 3, 6, 4),
+    ("horizon 1", [{"offset": 0.1, "length": None}, {"offset": -0.8, "length": 5}], 2, 1, 3),
+    ("one trial per task", [{"offset": 0.2, "length": 2}, {"offset": -0.3, "length": None},
+                            {"offset": 0.9, "length": 20}], 1, 6, 2),
+]
+
+
+def recurrent_policy(discrete, batched=True, rl2=True):
+    action_size = CATEGORIES if discrete else ACT
+    width = rl2_input_size(OBS, action_size) if rl2 else OBS
+    cls = CountingRecurrentPolicy if batched else TaskByTaskRecurrentPolicy
+    return cls(width, action_size, discrete)
+
+
+def assert_trials_equal(batches, reference, label, chunk=None):
+    assert len(batches) == len(reference), label
+    for k, (got, want) in enumerate(zip(batches, reference)):
+        assert isinstance(got, TrialBatch)
+        assert got.task == want["task"], (label, k)
+        assert torch.equal(got.lengths, want["lengths"]), (label, k, got.lengths, want["lengths"])
+        for name in ("observations", "actions", "rewards", "dones", "log_probs"):
+            mine = getattr(got, name)
+            assert mine.dtype == want[name].dtype, (label, k, name, mine.dtype, want[name].dtype)
+            assert torch.equal(mine, want[name]), (label, k, name)
+        assert torch.equal(got.final_state, want["final_state"]), (label, k)
+        if chunk:
+            for c in range(got.chunk_states.shape[0]):
+                t = c * chunk
+                for b, n in enumerate(want["lengths"].tolist()):
+                    if t < n:
+                        assert torch.equal(got.chunk_states[c, b], want["states"][t, b]), (label, k, c, b)
+
+
+def run_shapes(discrete, shapes, batched=True, chunk=2, **kwargs):
+    by_sampler = {}
+    for shape in shapes:
+        by_sampler.setdefault((shape[2], shape[3]), []).append(shape)
+    for (batch_size, horizon), group in by_sampler.items():
+        policy = recurrent_policy(discrete, batched)
+        with MultiTaskSampler(None, None, batch_size, policy, env_fn=factory(discrete, horizon), seed=SEED,
+                              **kwargs) as sampler:
+            results = []
+            # Each shape twice in a row: two calls on one sampler.
+            for call, (label, tasks, _, _, episodes) in enumerate(group + group):
+                batches = sampler.rollout_trials(tasks, episodes, reward_scale=0.1, chunk=chunk)
+                reference = reference_trials(factory(discrete, horizon), policy, tasks, batch_size, SEED, call,
+                                             horizon, episodes, reward_scale=0.1)
+                assert_trials_equal(batches, reference, label, chunk)
+                results.append((batches, reference, label))
+            for batches, reference, label in results:
+                assert_trials_equal(batches, reference, f"{label}, after the later calls", chunk)
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+@pytest.mark.parametrize("num_workers, partial", [(0, False), (3, False), (3, True)],
+                         ids=["in-process", "3-workers", "3-workers-partial"])
+def test_trials_equal_the_naive_reference(discrete, num_workers, partial):
+    run_shapes(discrete, SHAPES, num_workers=num_workers, partial=partial)
+
+
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
+def test_start_methods_give_the_reference_trials(start_method):
+    run_shapes(False, SHAPES[2:4], num_workers=2, start_method=start_method)
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+def test_a_policy_stepped_task_by_task_gives_the_reference_trials(discrete):
+    run_shapes(discrete, SHAPES[2:4], batched=False, num_workers=2, partial=True)
+
+
+def test_the_state_is_carried_across_resets_and_reset_between_trials():
+    """The counting entry of the state is the step within the trial at every
+    step (never reset at an episode's end) and starts at 0 in every trial."""
+    tasks = [{"offset": 0.1, "length": 2}, {"offset": -0.3, "length": None}]
+    policy = recurrent_policy(False)
+    with MultiTaskSampler(None, None, 3, policy, env_fn=factory(False, 5), seed=1, num_workers=2) as sampler:
+        for _ in range(2):
+            batches = sampler.rollout_trials(tasks, 4, chunk=1)
+            for batch in batches:
+                counts = batch.chunk_states[..., -1]  # [T, B]: the state before each step
+                steps = torch.arange(counts.shape[0], dtype=torch.float32).unsqueeze(1).expand_as(counts)
+                assert torch.equal(counts * batch.mask, steps * batch.mask)
+                assert torch.equal(batch.final_state[:, -1], batch.lengths.float())
+                # Several episodes did happen inside each trial.
+                assert (batch.episodes_done == 4).all() and ((batch.dones != 0).sum(0) == 4).all()
+
+
+def test_rl2_inputs_are_the_previous_action_reward_and_done():
+    tasks = [{"offset": 0.2, "length": None}]
+    policy = recurrent_policy(False)
+    seen = []
+    step = policy.step
+
+    def spy(inputs, state):
+        seen.append(inputs.reshape(-1, inputs.shape[-1]).clone())
+        return step(inputs, state)
+
+    policy.step = spy
+    with MultiTaskSampler(None, None, 2, policy, env_fn=factory(False, 4), seed=3, num_workers=0) as sampler:
+        batch = sampler.rollout_trials(tasks, 3, reward_scale=0.5)[0]
+    assert seen[0].shape[0] == 1  # the construction probe, one zero input
+    seen = seen[1:]
+    for t in range(len(batch)):
+        for b in range(2):
+            if t >= batch.lengths[b]:
+                continue
+            x = seen[t][b]
+            assert torch.equal(x[:OBS], batch.observations[t, b])
+            if t == 0:
+                assert torch.equal(x[OBS:], torch.zeros(ACT + 2))
+            else:
+                assert torch.equal(x[OBS:OBS + ACT], batch.actions[t - 1, b])
+                assert x[OBS + ACT] == batch.rewards[t - 1, b] * 0.5
+                assert x[OBS + ACT + 1] == float(batch.dones[t - 1, b] != 0)
+    # And the batch rebuilds the same inputs for training.
+    assert torch.equal(batch.policy_inputs(0.5)[:, 0][:batch.lengths[0]], torch.stack(seen)[:batch.lengths[0], 0])
+
+
+def test_one_episode_trials_of_a_feed_forward_policy_are_rollout_episodes():
+    tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}]
+    results = []
+    for method in ("rollout", "rollout_trials"):
+        policy = ElementwisePolicy(ACT, False)
+        with MultiTaskSampler(None, None, 3, policy, env_fn=factory(False, 6), seed=9, num_workers=2) as sampler:
+            call = getattr(sampler, method)
+            results.append([call(tasks) if method == "rollout" else call(tasks, 1) for _ in range(2)])
+    for a, b in zip(*results):
+        for x, y in zip(a, b):
+            for name in ("observations", "actions", "rewards", "lengths"):
+                assert torch.equal(getattr(x, name), getattr(y, name)), name
+
+
+def test_feed_forward_trials_run_several_episodes_per_slot():
+    tasks = [{"offset": 0.2, "length": 2}]
+    with MultiTaskSampler(None, None, 2, ElementwisePolicy(ACT, False), env_fn=factory(False, 6), seed=9,
+                          num_workers=0) as sampler:
+        batch = sampler.rollout_trials(tasks, 3)[0]
+    assert batch.lengths.tolist() == [6, 6] and batch.episodes_done.tolist() == [3, 3]
+    assert batch.log_probs is None and batch.final_state is None
+    returns = batch.episode_returns()
+    assert returns.shape == (3, 2)
+    assert torch.allclose(returns.sum(0), batch.rewards.sum(0).double())
+
+
+def test_a_continued_trial_equals_the_reference_started_there():
+    """Meta-World's protocol: evaluation episodes restart from the state after adaptation."""
+    tasks = [{"offset": 0.1, "length": None}, {"offset": 0.5, "length": 3}]
+    policy = recurrent_policy(False)
+    with MultiTaskSampler(None, None, 2, policy, env_fn=factory(False, 5), seed=SEED, num_workers=2) as sampler:
+        adapted = sampler.rollout_trials(tasks, 3)
+        start = stack_start(adapted)
+        first = sampler.rollout_trials(tasks, 1, start=start)
+        second = sampler.rollout_trials(tasks, 1, start=start)
+    # The counter continues from the adaptation trial's length.
+    for batch, before in zip(first, adapted):
+        assert torch.equal(batch.final_state[:, -1], before.lengths.float() + batch.lengths.float())
+    for call, got in ((1, first), (2, second)):
+        reference = reference_trials(factory(False, 5), policy, tasks, 2, SEED, call, 5, 1, start=start)
+        assert_trials_equal(got, reference, f"continuation {call}")
+
+
+@pytest.mark.skipif(mujoco_batch is None, reason="the fast path needs mujoco.batch (MuJoCo >= 4)")
+def test_fast_path_trials_equal_the_per_env_trials():
+    torch.manual_seed(0)
+    policy = GRUPolicy(rl2_input_size(20, 6), 6, (16,), 8)
+    out = []
+    for fast in (True, False):
+        with MultiTaskSampler("HalfCheetahVel-v5", {}, 2, policy, seed=4, max_episode_steps=7, mujoco_batch=fast,
+                              num_workers=0 if fast else 2) as sampler:
+            assert sampler.mujoco_batch is fast
+            tasks = sampler.sample_tasks(3)
+            out.append([sampler.rollout_trials(tasks, 3, chunk=5) for _ in range(2)])
+    for a, b in zip(*out):
+        for x, y in zip(a, b):
+            for name in ("observations", "actions", "rewards", "dones", "log_probs", "final_state", "chunk_states"):
+                assert torch.equal(getattr(x, name), getattr(y, name)), name
+
+
+def test_gru_policy_sampling_and_training_paths_agree():
+    torch.manual_seed(0)
+    policy = GRUPolicy(rl2_input_size(2, 2), 2, (16, 16), 8)
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 3, policy, seed=2, num_workers=0) as sampler:
+        batch = sampler.rollout_trials(sampler.sample_tasks(2), 3, reward_scale=0.1, chunk=4)[0]
+    distribution, final = policy.forward_trials(batch.policy_inputs(0.1), policy.initial_state(3), chunk=4)
+    log_probs = distribution.log_prob(batch.actions)
+    assert torch.allclose(log_probs, batch.log_probs, atol=1e-5)
+    assert torch.allclose(final, batch.final_state, atol=1e-5)
+    # Categorical head too.
+    categorical = GRUPolicy(6, 3, (8,), 4, categorical=True)
+    d, h = categorical.step(torch.randn(5, 6), categorical.initial_state(5))
+    assert d.probs.shape == (5, 3) and h.shape == (5, 4)
+
+
+def test_rl2_inputs_by_hand():
+    x = rl2_inputs(torch.tensor([[1.0, 2.0]]), torch.tensor([2]), torch.tensor([3.0]), torch.tensor([1]),
+                   num_categories=3, reward_scale=0.5)
+    assert x.tolist() == [[1.0, 2.0, 0.0, 0.0, 1.0, 1.5, 1.0]]
+
+
+def test_misuse_is_refused_with_what_to_do():
+    recurrent = recurrent_policy(False)
+    env_fn = factory(False, 4)
+    tasks = [{"offset": 0.1, "length": 2}]
+    with MultiTaskSampler(None, None, 2, recurrent, env_fn=env_fn, seed=0, num_workers=0) as sampler:
+        with pytest.raises(TypeError, match="is recurrent.*rollout_trials"):
+            sampler.rollout(tasks)
+        with pytest.raises(TypeError, match="is recurrent"):
+            sampler.sample(tasks, num_steps=0)
+        with pytest.raises(ValueError, match="episodes_per_trial must be an int >= 1"):
+            sampler.rollout_trials(tasks, 0)
+        with pytest.raises(TypeError, match="input_size=3"):
+            sampler.rollout_trials(tasks, 2, inputs="observations")  # built for RL²'s wider input
+        with pytest.raises(ValueError, match="inputs='nope'"):
+            sampler.rollout_trials(tasks, 2, inputs="nope")
+        with pytest.raises(ValueError, match=r"start\['state'\] has shape"):
+            sampler.rollout_trials(tasks, 1, start={"state": np.zeros((1, 7)), "actions": np.zeros((2, 2)),
+                                                    "rewards": np.zeros(2), "dones": np.zeros(2)})
+        with pytest.raises(ValueError, match="recurrent policy adapts in its state"):
+            sampler.rollout_trials(tasks, 1, params={})
+        # The sampler still works after the refusals.
+        assert sampler.rollout_trials(tasks, 2)[0].episodes_done.tolist() == [2, 2]
+    with MultiTaskSampler(None, None, 2, ElementwisePolicy(ACT, False), env_fn=env_fn, seed=0,
+                          num_workers=0) as sampler:
+        with pytest.raises(ValueError, match="this policy is feed-forward"):
+            sampler.rollout_trials(tasks, 1, start={"state": 0})
+        with pytest.raises(ValueError, match="not sampled by a recurrent policy"):
+            sampler.rollout_trials(tasks, 1)[0].end_points()
+
+
+def test_long_trials_that_cannot_fit_are_refused_with_the_figures(monkeypatch):
+    from maml_rl.samplers.workers import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 64 * 2**20)
+    policy = GRUPolicy(rl2_input_size(OBS, ACT), ACT, (8,), 256)
+    with MultiTaskSampler(None, None, 10, policy, env_fn=factory(False, 500), seed=0, num_workers=0) as sampler:
+        with pytest.raises(InsufficientMemoryError, match="trials of 10 episodes") as info:
+            sampler.rollout_trials([{"offset": 0.0, "length": None}] * 20, 10, chunk=250)
+        assert "GB of memory" in str(info.value)

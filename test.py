@@ -50,6 +50,7 @@ from maml_rl.command_line import add_sampler_arguments, run_script, sampler_opti
 from maml_rl.config import ConfigError, build_env, load_config
 from maml_rl.evaluation import (
     check_architecture,
+    evaluate_trials,
     class_table,
     evaluation_env_kwargs,
     listed_tasks,
@@ -57,7 +58,7 @@ from maml_rl.evaluation import (
     read_policy,
     summary_table,
 )
-from maml_rl.policies import get_policy_for_env
+from maml_rl.metalearners import METALEARNERS, make_policy
 from maml_rl.runs import (
     atomic_write,
     carries_success,
@@ -97,6 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="episodes per task per step (default: the config's fast-batch-size)")
     evaluation.add_argument("--split", choices=("train", "test"), default=None,
         help="for envs with train/test task splits (Meta-World): the tasks to evaluate on (default: test)")
+    evaluation.add_argument("--evaluation-episodes", type=int, default=3,
+        help="RL²: episodes after the adaptation trial, each restarting from the state it reached "
+             "(Meta-World's protocol; default 3)")
     evaluation.add_argument("--eval-actions", choices=("sample", "mean"), default="sample",
         help="actions after the last adaptation step: drawn from the adapted policy (default), or its "
              "mean (deterministic evaluation, as Meta-World's protocol); adaptation always samples")
@@ -108,7 +112,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     misc.add_argument("--plot", type=str, default=None, metavar="PNG",
         help="also plot the mean return against the number of adaptation steps (needs matplotlib)")
     args = parser.parse_args(argv)
-    for name in ("meta_batch_size", "num_batches", "num_steps", "fast_batch_size"):
+    for name in ("meta_batch_size", "num_batches", "num_steps", "fast_batch_size", "evaluation_episodes"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
@@ -149,7 +153,8 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     meta_batch_size = args.meta_batch_size or config["meta-batch-size"]
     batch_size = args.fast_batch_size or config["fast-batch-size"]
 
-    policy = get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
+    policy = make_policy(config, env)
+    recurrent = getattr(METALEARNERS[config["algorithm"]], "recurrent", False)
     try:
         policy.load_state_dict(state_dict)
     except (RuntimeError, KeyError) as exc:
@@ -170,13 +175,22 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
             batches = [None] * args.num_batches
         for batch_tasks in tqdm(batches, desc="evaluation", unit="batch", dynamic_ncols=True):
             batch_tasks = batch_tasks or sampler.sample_tasks(meta_batch_size)
+            tasks.extend(batch_tasks)
+            if recurrent:
+                # RL²: returns per episode of the adaptation trial, then the evaluation episodes.
+                returns, success = evaluate_trials(
+                    sampler, batch_tasks, config["episodes-per-trial"], config["reward-scale"],
+                    args.evaluation_episodes, args.eval_actions, config["gamma"], device)
+                per_step.append(returns[..., None])
+                if success is not None:
+                    per_step_success.append(success[..., None])
+                continue
             # train_episodes[k]: after k adaptation steps; valid_episodes: after num_steps.
             train_episodes, valid_episodes = sampler.sample(
                 batch_tasks, num_steps=num_steps, fast_lr=config["fast-lr"],
                 gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
                 averaging=config["loss-averaging"], valid_actions=args.eval_actions,
             )
-            tasks.extend(batch_tasks)
             per_step.append(np.stack([mean_returns(episodes) for episodes in [*train_episodes, valid_episodes]]))
             if carries_success(valid_episodes):
                 per_step_success.append(np.stack([success_rates(episodes)
@@ -200,8 +214,14 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     split = f" of the {env_kwargs['split']} split" if "split" in env_kwargs else ""
     which = "every task" if listed is not None else f"{len(tasks)} new tasks"
     mean = ", mean actions after adaptation" if args.eval_actions == "mean" else ""
-    print(f"{config['env-name']}: {args.policy} on {which}{split} ({len(tasks)}, seed {seed}), "
-          f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}")
+    if recurrent:
+        print(f"{config['env-name']}: {args.policy} (RL²) on {which}{split} ({len(tasks)}, seed {seed}), "
+              f"{batch_size} trials of {config['episodes-per-trial']} episodes per task, then "
+              f"{args.evaluation_episodes} evaluation episodes from the adapted state{mean}; "
+              "rows: episode of the trial, the last row the evaluation episodes")
+    else:
+        print(f"{config['env-name']}: {args.policy} on {which}{split} ({len(tasks)}, seed {seed}), "
+              f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}")
     print(summary_table(results["returns_per_step"], results.get("success_per_step")))
     per_class = class_table(tasks, results["returns_per_step"], results.get("success_per_step"))
     if per_class:

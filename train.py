@@ -36,8 +36,7 @@ from tqdm import tqdm
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
 from maml_rl.config import build_env, parse_override
-from maml_rl.metalearners import make_metalearner
-from maml_rl.policies import get_policy_for_env
+from maml_rl.metalearners import make_metalearner, make_policy
 from maml_rl.runs import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -52,6 +51,7 @@ from maml_rl.runs import (
     resolve_device,
     resolve_run_config,
     save_checkpoint,
+    trial_stats,
 )
 from maml_rl.samplers import MultiTaskSampler, usable_cpus
 from maml_rl.utils.memory import keep_freed_memory
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> Path:
 
     keep_freed_memory()
     torch.manual_seed(config["seed"])
-    policy = get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
+    policy = make_policy(config, env)
     baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
     env.close()
     metalearner = make_metalearner(config, policy, device)
@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> Path:
             print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
         start, counters = 0, {"total_env_steps": 0}
         if has_checkpoint:
-            start, counters = load_checkpoint(output / CHECKPOINT_FILE, config=config,
-                                              policy=policy, baseline=baseline, sampler=sampler)
+            start, counters = load_checkpoint(output / CHECKPOINT_FILE, config=config, policy=policy,
+                                              baseline=baseline, sampler=sampler, metalearner=metalearner)
         num_batches = config["num-batches"]
         progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
@@ -138,17 +138,23 @@ def main(argv: list[str] | None = None) -> Path:
                 # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
                 start_time = time.perf_counter()
                 tasks = sampler.sample_tasks(config["meta-batch-size"])
-                train_episodes, valid_episodes = sampler.sample(
-                    tasks, inner_loop=metalearner.inner_loop,
-                    gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
-                )
-                sampled_time = time.perf_counter()
-
-                # Outer loop: one TRPO step on the loss of the adapted policies.
-                logs = metalearner.step(train_episodes, valid_episodes)
+                if getattr(metalearner, "recurrent", False):
+                    # RL²: trials of several episodes per task, the policy adapting in its state.
+                    trials = metalearner.sample(sampler, tasks, config["gamma"], device)
+                    sampled_time = time.perf_counter()
+                    logs = metalearner.step(trials)
+                    stats = trial_stats(trials)
+                else:
+                    train_episodes, valid_episodes = sampler.sample(
+                        tasks, inner_loop=metalearner.inner_loop,
+                        gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
+                    )
+                    sampled_time = time.perf_counter()
+                    # Outer loop: one TRPO step on the loss of the adapted policies.
+                    logs = metalearner.step(train_episodes, valid_episodes)
+                    stats = episode_stats(train_episodes, valid_episodes)
                 optimized_time = time.perf_counter()
 
-                stats = episode_stats(train_episodes, valid_episodes)
                 counters["total_env_steps"] += stats["env_steps"]
                 logger.log({
                     "iteration": iteration,
@@ -166,8 +172,8 @@ def main(argv: list[str] | None = None) -> Path:
                 # The checkpoint comes last: once it is written, the iteration is done.
                 atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
                             output / POLICY_FILE)
-                save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config,
-                                policy=policy, baseline=baseline, sampler=sampler, counters=counters)
+                save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
+                                baseline=baseline, sampler=sampler, counters=counters, metalearner=metalearner)
 
     if start >= num_batches:
         print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do", file=sys.stderr)

@@ -36,6 +36,7 @@ __all__ = [
     "Hyperparameters",
     "InvalidValue",
     "MAML_TRPO_KEYS",
+    "RL2_PPO_KEYS",
     "choice",
     "integer",
     "number",
@@ -257,9 +258,36 @@ MAML_TRPO_KEYS: tuple[Hyperparameter, ...] = (
                    "Step shrink factor between line-search trials.", argument="ls_backtrack_ratio"),
 )
 
+#: The keys of RL² with a PPO update (:class:`~maml_rl.metalearners.RL2PPO`). Defaults are
+#: metaworld-algorithms' published RL² settings (docs/rl2.md says where this package departs).
+RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
+    Hyperparameter("episodes-per-trial", int, 10, POSITIVE_INT,
+                   "Episodes of one task per trial; the policy's state is kept across them.",
+                   argument="episodes_per_trial"),
+    Hyperparameter("gru-size", int, 256, POSITIVE_INT, "Width of the policy's GRU (after the hidden-sizes encoder)."),
+    Hyperparameter("reward-scale", float, 1.0, number(0.0),
+                   "Factor of the previous reward in the policy's input (Meta-World: 0.1).",
+                   argument="reward_scale"),
+    Hyperparameter("ppo-epochs", int, 10, POSITIVE_INT, "Passes over the iteration's trials.", argument="epochs"),
+    Hyperparameter("ppo-minibatches", int, 1, POSITIVE_INT, "Minibatches of whole trials per epoch.",
+                   argument="minibatches"),
+    Hyperparameter("clip", float, 0.2, number(0.0, open_low=True), "PPO's ratio clip.", argument="clip"),
+    Hyperparameter("lr", float, 5.0e-4, number(0.0, open_low=True), "Adam's learning rate.", argument="lr"),
+    Hyperparameter("entropy-coef", float, 5.0e-3, number(0.0), "Weight of the entropy bonus.",
+                   argument="entropy_coef"),
+    Hyperparameter("max-grad-norm", float, 1.0, number(0.0, open_low=True), "Gradient-norm clip of each update.",
+                   argument="max_grad_norm"),
+    Hyperparameter("bptt-chunk", int, 250, POSITIVE_INT,
+                   "Truncated BPTT: gradients flow through the state for at most this many steps.",
+                   argument="bptt_chunk"),
+    Hyperparameter("normalize-advantages", bool, True, BOOLEAN,
+                   "Centre and scale the advantages of each task's trials.", argument="normalize_advantages"),
+)
+
 #: Each algorithm's own keys, by its ``algorithm`` name (the meta-learner's ``hyperparameters``).
 ALGORITHM_KEYS: dict[str, tuple[Hyperparameter, ...]] = {
     "maml-trpo": MAML_TRPO_KEYS,
+    "rl2-ppo": RL2_PPO_KEYS,
 }
 
 

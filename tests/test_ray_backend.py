@@ -440,3 +440,27 @@ def test_ray_options_without_the_ray_backend_are_refused(capsys):
     with pytest.raises(SystemExit):
         train.parse_args(["--ray-address", "auto"])
     assert "--ray-address need(s) --backend ray" in capsys.readouterr().err
+
+
+def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_actors(cluster):
+    """RL² trials (states, log-probs, the continuation from adapted states) cross the cluster bit for bit."""
+    from maml_rl.policies import GRUPolicy, rl2_input_size
+    from maml_rl.trials import stack_start
+
+    def run(**kwargs):
+        torch.manual_seed(0)
+        policy = GRUPolicy(rl2_input_size(2, 2), 2, (16,), 8)
+        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 6}, 2, policy, seed=3, **kwargs) as sampler:
+            tasks = sampler.sample_tasks(4)
+            adapted = sampler.rollout_trials(tasks, 3, chunk=4, reward_scale=0.1)
+            continued = sampler.rollout_trials(tasks, 1, start=stack_start(adapted), actions="mean")
+            return [adapted, continued]
+
+    local = run(num_workers=0)
+    for actors in (1, 3):
+        remote = run(backend="ray", ray_actors=actors)
+        for a, b in zip(local, remote):
+            for x, y in zip(a, b):
+                for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs", "final_state"):
+                    assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
+                assert x.chunk_states is None or torch.equal(x.chunk_states, y.chunk_states)

@@ -8,14 +8,26 @@ import torch
 
 from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError
 from maml_rl.metalearners.maml_trpo import MAMLTRPO
+from maml_rl.metalearners.rl2_ppo import RL2PPO
+from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Policy
 
-__all__ = ["METALEARNERS", "MAMLTRPO", "MetaLearner", "StaleEpisodesError", "make_metalearner"]
+__all__ = ["METALEARNERS", "MAMLTRPO", "MetaLearner", "RL2PPO", "StaleEpisodesError", "make_metalearner",
+           "make_policy"]
 
 #: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line.
-METALEARNERS: dict[str, type[MetaLearner]] = {
+METALEARNERS: dict[str, type] = {
     "maml-trpo": MAMLTRPO,
+    "rl2-ppo": RL2PPO,
 }
+
+
+def make_policy(config: Mapping[str, Any], env: Any) -> torch.nn.Module:
+    """The policy a configuration's algorithm trains: a GRU policy for RL², else the MLP for the env's spaces."""
+    learner = METALEARNERS[config["algorithm"]]
+    if hasattr(learner, "make_policy"):
+        return learner.make_policy(env, config)
+    return get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
 
 
 def make_metalearner(config: Mapping[str, Any], policy: Policy, device: str | torch.device = "cpu") -> MetaLearner:

@@ -102,6 +102,9 @@ class MAMLTRPO(MetaLearner):
         ls_max_steps: int = DEFAULTS.ls_max_steps,
         ls_backtrack_ratio: float = DEFAULTS.ls_backtrack_ratio,
     ) -> None:
+        if getattr(policy, "is_recurrent", False):
+            raise TypeError(f"MAML-TRPO adapts a feed-forward policy's parameters; {type(policy).__name__} is "
+                            "recurrent: train it with RL2PPO (algorithm: rl2-ppo)")
         if not getattr(policy, "supports_batched_params", False):
             raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
         if curvature not in CURVATURES:

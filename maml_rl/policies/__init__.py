@@ -4,9 +4,14 @@ from maml_rl.policies.categorical_mlp import CategoricalMLPPolicy
 from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.normal_mlp import NormalMLPPolicy
 from maml_rl.policies.policy import Policy, expand_params, get_nonlinearity, linear, stack_params
+from maml_rl.policies.recurrent import GRUPolicy, RecurrentPolicy, rl2_input_size, rl2_inputs
 
 __all__ = [
     "CategoricalMLPPolicy",
+    "GRUPolicy",
+    "RecurrentPolicy",
+    "rl2_input_size",
+    "rl2_inputs",
     "NormalMLPPolicy",
     "Policy",
     "expand_params",

@@ -7,13 +7,13 @@ back) and calls it one step at a time::
     state = policy.initial_state(n)                    # [n, *policy.state_shape]
     distribution, state = policy.step(inputs, state)   # inputs [n, input_size]
 
-With ``supports_task_batches = True`` a policy also takes ``inputs``
-``[K, B, input_size]`` and ``state`` ``[K, B, *state_shape]`` and computes
-each task's ``B`` rows with arithmetic that does not depend on ``K`` (batched
-matrix products over the task axis, as :func:`~maml_rl.policies.policy.linear`
-does with stacked parameters): the sampler then evaluates every slot in one
-call and still gets the same bits on every backend. Without it the sampler
-calls ``step`` once per task, on that task's rows.
+By default the sampler calls ``step`` once per task, on that task's ``B``
+rows (each task's rows in freshly allocated memory), so a task's numbers
+never depend on the other tasks of the call, on the backend or on the Ray
+actor that runs it. A policy whose arithmetic is row-independent whatever the
+batch (elementwise operations only) may set ``supports_task_batches = True``:
+it then gets ``inputs`` ``[K, B, input_size]`` and ``state`` ``[K, B, *state_shape]``
+in one call per step.
 """
 
 from __future__ import annotations
@@ -102,7 +102,12 @@ class GRUPolicy(nn.Module):
     """
 
     is_recurrent = True
-    supports_task_batches = True
+    # Stepped task by task: torch's batched products (bmm) round a task's rows
+    # differently depending on how many tasks share the call (measured: a
+    # group of one task differs from the same task among four), which would
+    # break the same-bits-on-every-backend rule. One call per task on its B
+    # rows, each in freshly allocated memory, is exact.
+    supports_task_batches = False
 
     def __init__(self, input_size: int, output_size: int, hidden_sizes: Sequence[int] = (256, 256),
                  state_size: int = 256, nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh",

@@ -28,7 +28,14 @@ from maml_rl.runs.files import (
     check_writable,
     prepare_output_folder,
 )
-from maml_rl.runs.metrics import MetricsLogger, carries_success, episode_stats, mean_returns, success_rates
+from maml_rl.runs.metrics import (
+    MetricsLogger,
+    carries_success,
+    episode_stats,
+    mean_returns,
+    success_rates,
+    trial_stats,
+)
 from maml_rl.runs.resume import resolve_run_config
 
 __all__ = [
@@ -45,6 +52,7 @@ __all__ = [
     "carries_success",
     "check_writable",
     "episode_stats",
+    "trial_stats",
     "load_checkpoint",
     "mean_returns",
     "prepare_output_folder",

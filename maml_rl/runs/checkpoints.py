@@ -57,6 +57,7 @@ def save_checkpoint(
     baseline: torch.nn.Module,
     sampler: Any,
     counters: Mapping[str, Any],
+    metalearner: Any = None,
 ) -> None:
     """Write, atomically, everything a resumed run needs to continue exactly.
 
@@ -73,6 +74,8 @@ def save_checkpoint(
             "sampler": sampler.state_dict(),
             "rng": _rng_state(),
             "counters": dict(counters),
+            # A meta-learner with state of its own (RL²-PPO's optimiser).
+            **({"metalearner": metalearner.state_dict()} if hasattr(metalearner, "state_dict") else {}),
         },
         path,
     )
@@ -143,6 +146,7 @@ def load_checkpoint(
     policy: torch.nn.Module,
     baseline: torch.nn.Module,
     sampler: Any,
+    metalearner: Any = None,
 ) -> tuple[int, dict]:
     """Restore the state saved by :func:`save_checkpoint` into the given objects.
 
@@ -160,5 +164,10 @@ def load_checkpoint(
     policy.load_state_dict(state["policy"])
     baseline.load_state_dict(state["baseline"])
     sampler.load_state_dict(state["sampler"])
+    if hasattr(metalearner, "load_state_dict"):
+        if "metalearner" not in state:
+            raise ConfigError(f"{path} holds no state of the meta-learner {type(metalearner).__name__}; "
+                              "start the run again with --overwrite")
+        metalearner.load_state_dict(state["metalearner"])
     _set_rng_state(state["rng"])
     return int(state["iteration"]), dict(state["counters"])

@@ -52,6 +52,30 @@ def episode_stats(train_episodes: Sequence[Sequence[Any]], valid_episodes: Seque
     return stats
 
 
+def trial_stats(trials: Sequence[Any]) -> dict[str, float]:
+    """Returns (and successes) per episode index of the trials: the meta-RL adaptation curve.
+
+    :return: ``return_episode_i`` (and ``success_episode_i`` when the trials
+        carry ``success``) for each episode index ``i`` of the trial, averaged
+        over every trial of every task; ``return_before`` / ``return_after``
+        (and ``success_before`` / ``success_after``): those of the first and
+        the last episode, so that RL² and MAML runs plot alike; ``env_steps``.
+    """
+    returns = torch.cat([batch.episode_returns() for batch in trials], dim=1)  # [N, all trials]
+    stats: dict[str, float] = {"env_steps": int(sum(int(batch.lengths.sum()) for batch in trials))}
+    curve = [float(row[~row.isnan()].mean()) if (~row.isnan()).any() else float("nan") for row in returns]
+    for i, value in enumerate(curve):
+        stats[f"return_episode_{i}"] = value
+    stats["return_before"], stats["return_after"] = curve[0], curve[-1]
+    if all("success" in batch.infos for batch in trials):
+        success = torch.cat([batch.episode_success() for batch in trials], dim=1)
+        rates = [float(row[~row.isnan()].mean()) if (~row.isnan()).any() else float("nan") for row in success]
+        for i, value in enumerate(rates):
+            stats[f"success_episode_{i}"] = value
+        stats["success_before"], stats["success_after"] = rates[0], rates[-1]
+    return stats
+
+
 def _json_value(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()

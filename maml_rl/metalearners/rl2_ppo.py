@@ -1,0 +1,175 @@
+"""RL² with a PPO update: the policy adapts in its recurrent state across the episodes of a trial.
+
+"RL²: Fast Reinforcement Learning via Slow Reinforcement Learning" (Duan et
+al., 2016). Each iteration samples ``B`` trials of ``episodes-per-trial``
+episodes for each task (``MultiTaskSampler.rollout_trials``) and takes PPO
+epochs on them:
+
+* a trial is one long episode: returns and GAE run across the episode
+  boundaries inside it (RL²'s definition), and a ``LinearFeatureBaseline``
+  is refitted on each task's trials (its time feature counts the steps of
+  the trial), as metaworld-algorithms does;
+* the clipped surrogate, an entropy bonus, minibatches of whole trials,
+  gradient-norm clipping, Adam;
+* truncated BPTT: the state is carried through the whole trial but
+  gradients flow through it for at most ``bptt-chunk`` steps.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.hyperparameters import RL2_PPO_KEYS, Hyperparameter
+from maml_rl.metalearners.base import StaleEpisodesError, StepLogs
+from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
+from maml_rl.trials import TrialBatch
+
+__all__ = ["RL2PPO"]
+
+
+class RL2PPO:
+    """RL² trained with PPO on trials from ``MultiTaskSampler.rollout_trials``.
+
+    :param policy: a recurrent policy with ``forward_trials(inputs, state, chunk)``
+        (:class:`~maml_rl.policies.GRUPolicy`).
+    :param gae_lambda: GAE's lambda over the trial.
+    """
+
+    #: Trials, not per-task adaptation: ``train.py`` samples with ``rollout_trials``.
+    recurrent: ClassVar[bool] = True
+    hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = RL2_PPO_KEYS
+
+    def __init__(self, policy: torch.nn.Module, *, episodes_per_trial: int = 10, epochs: int = 10,
+                 minibatches: int = 1, clip: float = 0.2, lr: float = 5e-4, entropy_coef: float = 5e-3,
+                 max_grad_norm: float = 1.0, bptt_chunk: int = 250, reward_scale: float = 1.0,
+                 normalize_advantages: bool = True, gae_lambda: float = 0.95,
+                 device: str | torch.device = "cpu") -> None:
+        if not is_recurrent(policy) or not hasattr(policy, "forward_trials"):
+            raise TypeError(
+                f"RL2PPO trains a recurrent policy (is_recurrent = True, with forward_trials), got "
+                f"{type(policy).__name__}: build a maml_rl.policies.GRUPolicy, or use algorithm: maml-trpo for "
+                "a feed-forward policy"
+            )
+        self.policy = policy.to(device)
+        self.device = torch.device(device)
+        self.episodes_per_trial, self.epochs, self.minibatches = int(episodes_per_trial), int(epochs), int(minibatches)
+        self.clip, self.entropy_coef, self.max_grad_norm = float(clip), float(entropy_coef), float(max_grad_norm)
+        self.bptt_chunk, self.reward_scale = int(bptt_chunk), float(reward_scale)
+        self.normalize_advantages, self.gae_lambda = bool(normalize_advantages), float(gae_lambda)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=1e-5)
+        self.num_updates = 0
+
+    @classmethod
+    def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],
+                    device: str | torch.device = "cpu") -> "RL2PPO":
+        keys = {h.argument: config[h.key] for h in cls.hyperparameters if h.argument is not None}
+        return cls(policy, gae_lambda=config["gae-lambda"], device=device, **keys)
+
+    @staticmethod
+    def make_policy(env: Any, config: Mapping[str, Any]) -> GRUPolicy:
+        """The GRU policy of a configuration: RL²'s input for the env's spaces."""
+        observation_size = int(spaces.flatdim(env.observation_space))
+        action_space = env.action_space
+        discrete = isinstance(action_space, spaces.Discrete)
+        action_size = int(action_space.n) if discrete else int(np.prod(action_space.shape))
+        return GRUPolicy(rl2_input_size(observation_size, action_size), action_size,
+                         hidden_sizes=config["hidden-sizes"], state_size=config["gru-size"],
+                         nonlinearity=config["nonlinearity"], categorical=discrete)
+
+    def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float, device) -> list[TrialBatch]:
+        """This iteration's trials, as :meth:`step` needs them."""
+        return sampler.rollout_trials(tasks, self.episodes_per_trial, reward_scale=self.reward_scale,
+                                      chunk=self.bptt_chunk, gamma=gamma, device=device)
+
+    def step(self, trials: Sequence[TrialBatch]) -> StepLogs:
+        """PPO epochs on one iteration's trials; returns what to log."""
+        started = time.perf_counter()
+        data = self._prepare(trials)
+        N = data["actions"].shape[1]
+        generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.num_updates, 7]).generate_state(1)[0]))
+        sums = {"loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
+        updates = 0
+        for _ in range(self.epochs):
+            order = torch.randperm(N, generator=generator)
+            for part in torch.tensor_split(order, min(self.minibatches, N)):
+                logs = self._update({name: value[:, part.to(value.device)] if value.dim() > 1 else value
+                                     for name, value in data.items()})
+                for name in sums:
+                    sums[name] += logs[name]
+                updates += 1
+        self.num_updates += 1
+        out: StepLogs = {name: value / updates for name, value in sums.items()}
+        out["ppo_updates"] = updates
+        out["time_update"] = time.perf_counter() - started
+        return out
+
+    def _prepare(self, trials: Sequence[TrialBatch]) -> dict[str, torch.Tensor]:
+        """Advantages per task, then every trial side by side ``[T, N, ...]`` (zero-padded)."""
+        if not trials:
+            raise ValueError("RL2PPO.step() needs the trials of at least one task")
+        for batch in trials:
+            if not isinstance(batch, TrialBatch) or batch.log_probs is None:
+                raise StaleEpisodesError("RL2PPO.step() needs TrialBatches sampled by the recurrent policy "
+                                         "(MultiTaskSampler.rollout_trials), with behaviour log-probabilities")
+            if batch.actions_from != "sample":
+                raise StaleEpisodesError("these trials took the policy's mean actions (evaluation); "
+                                         "a policy-gradient step needs sampled ones")
+        baseline = LinearFeatureBaseline(int(np.prod(trials[0].observation_shape))).to(trials[0].device)
+        for batch in trials:
+            baseline.fit(batch)
+            batch.compute_advantages(baseline, gae_lambda=self.gae_lambda, normalize=self.normalize_advantages)
+        T = max(len(batch) for batch in trials)
+
+        def side_by_side(get) -> torch.Tensor:
+            parts = []
+            for batch in trials:
+                value = get(batch)
+                pad = torch.zeros((T - value.shape[0], *value.shape[1:]), dtype=value.dtype, device=value.device)
+                parts.append(torch.cat([value, pad]))
+            return torch.cat(parts, dim=1).to(self.device)
+
+        return {
+            "inputs": side_by_side(lambda b: b.policy_inputs(self.reward_scale)),
+            "actions": side_by_side(lambda b: b.actions),
+            "advantages": side_by_side(lambda b: b.advantages),
+            "log_probs": side_by_side(lambda b: b.log_probs),
+            "mask": side_by_side(lambda b: b.mask),
+            "state": torch.cat([b.chunk_states[0] if b.chunk_states is not None else
+                                self.policy.initial_state(b.batch_size, b.device) for b in trials]).to(self.device)
+            .unsqueeze(0),
+        }
+
+    def _update(self, data: dict[str, torch.Tensor]) -> dict[str, float]:
+        mask = data["mask"]
+        steps = mask.sum().clamp(min=1)
+        distribution, _ = self.policy.forward_trials(data["inputs"], data["state"][0], chunk=self.bptt_chunk)
+        log_probs = distribution.log_prob(data["actions"])
+        ratio = torch.exp(log_probs - data["log_probs"])
+        advantages = data["advantages"]
+        surrogate = torch.min(ratio * advantages, ratio.clamp(1 - self.clip, 1 + self.clip) * advantages)
+        entropy = (distribution.entropy() * mask).sum() / steps
+        loss = -(surrogate * mask).sum() / steps - self.entropy_coef * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            log_ratio = log_probs - data["log_probs"]
+            approx_kl = (((ratio - 1) - log_ratio) * mask).sum() / steps
+            clipped = (((ratio - 1).abs() > self.clip).float() * mask).sum() / steps
+        return {"loss": loss.item(), "entropy": entropy.item(), "approx_kl": approx_kl.item(),
+                "clip_fraction": clipped.item(), "grad_norm": grad_norm.item()}
+
+    def state_dict(self) -> dict:
+        """The optimiser's state and the update count (the minibatch order derives from it)."""
+        return {"optimizer": self.optimizer.state_dict(), "num_updates": self.num_updates}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.num_updates = int(state["num_updates"])

@@ -263,3 +263,14 @@ def test_long_trials_that_cannot_fit_are_refused_with_the_figures(monkeypatch):
         with pytest.raises(InsufficientMemoryError, match="trials of 10 episodes") as info:
             sampler.rollout_trials([{"offset": 0.0, "length": None}] * 20, 10, chunk=250)
         assert "GB of memory" in str(info.value)
+
+
+def test_the_documented_recurrent_policy_example_runs(capsys):
+    """docs/sampler.md's example of a user's own recurrent policy, run as written."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "sampler.md").read_text()
+    code = text.split("<!-- recurrent-example -->\n```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) <= 20
+    exec(compile(code, "docs/sampler.md", "exec"), {"__name__": "__main__"})
+    assert "tensor(" in capsys.readouterr().out

@@ -26,7 +26,15 @@ from .backends.base import RolloutBackend
 from .backends.local import LocalBackend
 from .rollout.actions import check_policy
 from .errors import SamplerClosedError
-from .rollout.request import ActionMode, Params, ParamsArg, RolloutRequest, complete_params, per_task_params
+from .rollout.request import (
+    ActionMode,
+    Params,
+    ParamsArg,
+    RolloutRequest,
+    Trial,
+    complete_params,
+    per_task_params,
+)
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
 from .trajectories import behaviour_params, check_outputs, to_episodes, to_trials
@@ -318,56 +326,51 @@ class MultiTaskSampler:
             check_recurrent_policy(self.policy, spec, trial.inputs)
             self._checked_inputs.add(trial.inputs)
         mode = ActionMode.parse(actions)
+        start_rows = None if trial.start is None else (trial.start.actions, trial.start.rewards, trial.start.dones)
+
+        def assemble(trajectories):
+            return to_trials(trajectories, tasks, self.workload, gamma, device, trial.episodes, trial.chunk,
+                             start_rows)
+
         with self._in_use("rollout_trials"):
-            if self.closed:
-                raise SamplerClosedError("the sampler is closed; create a new one")
-            per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
-            request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
-                                     mode, trial=trial)
-            self._num_rollouts += 1
-            try:
-                trajectories = self._backend.run(request, device)
-                check_outputs(trajectories, tasks, self.workload)
-                start_rows = None if trial.start is None else (trial.start.actions, trial.start.rewards,
-                                                               trial.start.dones)
-                batches = to_trials(trajectories, tasks, self.workload, gamma, device, trial.episodes, trial.chunk,
-                                    start_rows)
-            except BaseException:
-                self._backend.close()
-                raise
-        for batch, behaviour in zip(batches, behaviour_params(self.policy, per_task)):
-            batch.behaviour_params = behaviour
-            batch.actions_from = mode.value
-        return batches
+            return self._run(tasks, params, device, mode, trial, assemble)
 
     def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging, inner_loop,
                  actions: ActionMode = ActionMode.SAMPLE) -> List[BatchEpisodes]:
-        if self.closed:
-            raise SamplerClosedError("the sampler is closed; create a new one")
         tasks = list(tasks)
-        if not tasks:
+        if not tasks and not self.closed:
             raise ValueError("rollout() needs at least one task")
-        per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
-        request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
-                                 actions)
-        self._num_rollouts += 1
-        try:
-            trajectories = self._backend.run(request, device)
-            check_outputs(trajectories, tasks, self.workload)
-            episodes = to_episodes(trajectories, tasks, self.workload, gamma, device)
-        except BaseException:
-            # Workers interrupted mid-step cannot be trusted; the next call starts new ones.
-            self._backend.close()
-            raise
-        for batch, behaviour in zip(episodes, behaviour_params(self.policy, per_task)):
-            batch.behaviour_params = behaviour
+        episodes = self._run(tasks, params, device, actions, Trial(),
+                             lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
+        for batch in episodes:
             batch.inner_loop = inner_loop
-            batch.actions_from = actions.value
         if self.baseline is not None:
             for batch in episodes:
                 self.baseline.fit(batch)
                 batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True, averaging=averaging)
         return episodes
+
+    def _run(self, tasks: List[Any], params: ParamsArg, device, actions: ActionMode, trial: Trial, assemble):
+        """One rollout of ``tasks`` through the backend; ``assemble(trajectories)``
+        makes the per-task batches, which record the parameters that sampled them."""
+        if self.closed:
+            raise SamplerClosedError("the sampler is closed; create a new one")
+        per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
+        request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
+                                 actions, trial=trial)
+        self._num_rollouts += 1
+        try:
+            trajectories = self._backend.run(request, device)
+            check_outputs(trajectories, tasks, self.workload)
+            batches = assemble(trajectories)
+        except BaseException:
+            # Workers interrupted mid-step cannot be trusted; the next call starts new ones.
+            self._backend.close()
+            raise
+        for batch, behaviour in zip(batches, behaviour_params(self.policy, per_task)):
+            batch.behaviour_params = behaviour
+            batch.actions_from = actions.value
+        return batches
 
     @property
     def backend_stats(self) -> Dict[str, Any]:

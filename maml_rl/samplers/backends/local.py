@@ -46,8 +46,6 @@ class LocalBackend(RolloutBackend):
         spec = self.workload.spec
         slots, episodes = request.slots, request.episodes
         seeds = trial_seeds(request.seed, request.call, request.total_slots, episodes)[slots.start:slots.stop]
-        if episodes == 1:
-            seeds = seeds[:, 0]
         rows = spec.horizon * episodes
         try:
             with rollout_torch_settings():

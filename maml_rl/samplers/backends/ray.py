@@ -346,31 +346,23 @@ def _payload_bytes(payload: dict) -> int:
 
 def _concatenate(groups: List[Trajectories]) -> Trajectories:
     """The groups' arrays side by side on the slot axis, padded to the longest episode."""
-    T = max(g.observations.shape[0] for g in groups)
-    out = {}
-    for name in Trajectories.STEPS:
-        first = getattr(groups[0], name)
-        array = np.zeros((T, sum(getattr(g, name).shape[1] for g in groups), *first.shape[2:]), dtype=first.dtype)
-        lo = 0
-        for g in groups:
-            part = getattr(g, name)
-            array[:part.shape[0], lo:lo + part.shape[1]] = part
-            lo += part.shape[1]
-        out[name] = array
+    out = {name: _side_by_side([getattr(g, name) for g in groups]) for name in Trajectories.STEPS}
     for name in ("lengths", "end_reason"):
         out[name] = np.concatenate([getattr(g, name) for g in groups])
-    recorded = {}
-    for name, first in groups[0].recorded.items():
-        # Time-major (log-probs) or chunk-major (states): padded on axis 0, side by side on axis 1.
-        array = np.zeros((max(g.recorded[name].shape[0] for g in groups),
-                          sum(g.recorded[name].shape[1] for g in groups), *first.shape[2:]), first.dtype)
-        lo = 0
-        for g in groups:
-            part = g.recorded[name]
-            array[:part.shape[0], lo:lo + part.shape[1]] = part
-            lo += part.shape[1]
-        recorded[name] = array
+    # Time-major (log-probs) or chunk-major (states): padded on axis 0 as well.
+    recorded = {name: _side_by_side([g.recorded[name] for g in groups]) for name in groups[0].recorded}
     return Trajectories(**out, recorded=recorded)
+
+
+def _side_by_side(parts: List[np.ndarray]) -> np.ndarray:
+    """``[T_i, S_i, ...]`` arrays side by side on axis 1, zero-padded to the longest axis 0."""
+    array = np.zeros((max(p.shape[0] for p in parts), sum(p.shape[1] for p in parts), *parts[0].shape[2:]),
+                     dtype=parts[0].dtype)
+    lo = 0
+    for part in parts:
+        array[:part.shape[0], lo:lo + part.shape[1]] = part
+        lo += part.shape[1]
+    return array
 
 
 def _remote_error(cause: BaseException, where: str, remote_traceback: str) -> BaseException:

@@ -64,20 +64,18 @@ def _run_partial(pool: EnvPool, act: ActionFunction, num_slots: int) -> None:
     observations = np.zeros_like(views.observations[0, :num_slots])
     noise = act.noise[0].clone()
     time = [0] * len(pool.ranges)
+    times = np.zeros(num_slots, dtype=np.int64)  # time[w] of each slot's worker
     ready = [w for w, r in enumerate(pool.ranges) if len(r)]
     in_flight = 0
     while ready or in_flight:
         if ready:
+            checked = np.zeros(num_slots, dtype=bool)
             for w in ready:
                 r = pool.ranges[w]
                 observations[r.start:r.stop] = views.observations[time[w], r.start:r.stop]
                 noise[r.start:r.stop] = act.noise[time[w], r.start:r.stop]
-            checked = np.zeros(num_slots, dtype=bool)
-            times = np.zeros(num_slots, dtype=np.int64)
-            for w in ready:
-                checked[pool.ranges[w].start:pool.ranges[w].stop] = True
-            for w, r in enumerate(pool.ranges):
                 times[r.start:r.stop] = time[w]
+                checked[r.start:r.stop] = True
             stepping = checked & (views.lengths[:num_slots] == 0)
             actions = act(observations, noise, max(time), times, stepping)
             act.check_actions(actions, stepping,

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import signal
 import sys
+import warnings
 from typing import Any, Callable
 
 from maml_rl.config import ConfigError
+from maml_rl.legacy.warn import LegacyAPIWarning
 
 __all__ = ["SignalExit", "run_script"]
 
@@ -57,6 +59,8 @@ def run_script(main: Callable[[], Any], on_stop: str = "") -> None:
         (e.g. how to continue it).
     """
     _install_signal_handlers()
+    # DeprecationWarnings are hidden outside __main__; an old config.json's should be seen.
+    warnings.simplefilter("default", LegacyAPIWarning)
     try:
         main()
     except ConfigError as error:

@@ -212,11 +212,14 @@ def _check_env_id(env_id: str) -> str | None:
 def load_config(path: str | Path, overrides: Iterable[tuple[str, Any]] = ()) -> dict:
     """Read, override and validate the configuration in ``path``.
 
-    :param path: a YAML file (or a ``config.json`` written by ``train.py``).
+    :param path: a YAML file (or a ``config.json`` written by ``train.py``, this package's or
+        pytorch-maml-rl's: the command-line arguments that one wrote in are left out).
     :param overrides: ``(key, value)`` pairs applied before validation.
     :raises ConfigError: see :func:`validate_config`.
     """
-    raw = apply_overrides(read_config_file(path), overrides)
+    from maml_rl.legacy.config import drop_reference_run_keys
+
+    raw = apply_overrides(drop_reference_run_keys(read_config_file(path)), overrides)
     return validate_config(raw, source=str(path))
 
 

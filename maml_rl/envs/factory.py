@@ -7,13 +7,11 @@ from typing import Any
 
 import gymnasium
 
+from maml_rl.envs.errors import RetiredEnvError, UnknownEnvError
 from maml_rl.envs.registration import ENV_IDS, register_envs
+from maml_rl.envs.retired import RETIRED_ENV_IDS, retired_message
 
 __all__ = ["EnvFactory", "UnknownEnvError", "make_env"]
-
-
-class UnknownEnvError(gymnasium.error.UnregisteredEnv, ValueError):
-    """The environment id is not registered with gymnasium."""
 
 
 class EnvFactory:
@@ -53,7 +51,11 @@ def make_env(env_id: str, **kwargs: Any) -> EnvFactory:
     Raises:
         UnknownEnvError: ``env_id`` is not registered; the message lists close
             registered ids and the ids of maml_rl.
+        RetiredEnvError: ``env_id`` is one of pytorch-maml-rl's MuJoCo ids
+            (``HalfCheetahVel-v2`` ...); the message names the -v5 env to use.
     """
+    if env_id in RETIRED_ENV_IDS:
+        raise RetiredEnvError(retired_message(env_id))
     try:
         gymnasium.spec(env_id)
     except gymnasium.error.Error as exc:

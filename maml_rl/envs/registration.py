@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gymnasium
 
+from maml_rl.envs.retired import RETIRED_ENV_IDS
+
 __all__ = ["ENV_IDS", "METAWORLD_IDS", "METAWORLD_TASK_NAMES", "register_envs"]
 
 _MUJOCO = "maml_rl.envs.mujoco"
@@ -64,7 +66,12 @@ METAWORLD_IDS: tuple[str, ...] = tuple(spec[0] for spec in _METAWORLD_SPECS)
 
 
 def register_envs() -> None:
-    """Register every maml_rl environment with gymnasium (idempotent)."""
+    """Register every maml_rl environment with gymnasium (idempotent), and pytorch-maml-rl's retired ids
+    (:mod:`maml_rl.envs.retired`: making one raises an error naming the env to use instead)."""
+    for env_id in RETIRED_ENV_IDS:
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point="maml_rl.envs.retired:refuse_retired",
+                               kwargs={"env_id": env_id})
     for env_id, entry_point, kwargs, max_episode_steps in _ENV_SPECS + _METAWORLD_SPECS:
         if env_id in gymnasium.registry:
             continue

@@ -6,8 +6,9 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
@@ -15,6 +16,7 @@ from torch.nn.utils import vector_to_parameters
 from maml_rl.adaptation import InnerLoop
 from maml_rl.episodes import TaskBatch
 from maml_rl.hyperparameters import DEFAULTS, MAML_TRPO_KEYS
+from maml_rl.legacy import trpo as legacy_trpo
 from maml_rl.losses import mean_kl, surrogate_loss
 from maml_rl.metalearners.base import (
     MetaLearner,
@@ -102,6 +104,12 @@ class MAMLTRPO(MetaLearner):
         ls_max_steps: int = DEFAULTS.ls_max_steps,
         ls_backtrack_ratio: float = DEFAULTS.ls_backtrack_ratio,
     ) -> None:
+        if isinstance(num_steps, bool):  # pytorch-maml-rl's order: (policy, fast_lr, first_order, device)
+            num_steps, first_order, device = legacy_trpo.reference_positional_order(num_steps, first_order, device,
+                                                                                     DEFAULTS)
+        if not isinstance(first_order, (bool, np.bool_)):
+            raise TypeError(f"first_order must be a bool, got {first_order!r} (the arguments are MAMLTRPO(policy, "
+                            "fast_lr, num_steps, first_order, device, ...))")
         if getattr(policy, "is_recurrent", False):
             raise TypeError(f"MAML-TRPO adapts a feed-forward policy's parameters; {type(policy).__name__} is "
                             "recurrent: train it with RL2PPO (algorithm: rl2-ppo)")
@@ -205,7 +213,7 @@ class MAMLTRPO(MetaLearner):
         return graph.kl_hessian_vector_product(detach_distribution(graph.pi), valid, damping)
 
     # ------------------------------------------------------------- meta-step
-    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> StepLogs:
+    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes, **trpo_settings: Any) -> StepLogs:
         """One TRPO meta-update of the policy's parameters.
 
         Episodes from :class:`~maml_rl.samplers.MultiTaskSampler` record the
@@ -226,7 +234,13 @@ class MAMLTRPO(MetaLearner):
             evaluated), ``accepted`` (whether the parameters moved) and timings in seconds:
             ``time_adapt`` (inner loop), ``time_loss_grad`` (outer loss and meta-gradient),
             ``time_cg`` (conjugate gradient), ``time_line_search`` and ``time_total``.
+
+        ``trpo_settings`` (``max_kl``, ``cg_iters``, ``cg_damping``, ``ls_max_steps``,
+        ``ls_backtrack_ratio``) are pytorch-maml-rl's way, deprecated: they override this one call.
         """
+        if trpo_settings:
+            with legacy_trpo.StepOverride(self, trpo_settings):
+                return self.step(train_episodes, valid_episodes)
         behaviour = self._behaviour_params(train_episodes, valid_episodes)
         start = time.perf_counter()
         train_batches, valid = self._task_batches(train_episodes, valid_episodes)
@@ -282,7 +296,8 @@ class MAMLTRPO(MetaLearner):
         :raises StaleEpisodesError: ``train_episodes[0]`` were sampled by other parameters than the policy's.
         """
         if len(train_episodes) != self.num_steps:
-            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}")
+            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}: "
+                             f"give the learner the sampler's number of steps, MAMLTRPO(policy, num_steps=...)")
         if any(len(step_episodes) != len(valid_episodes) for step_episodes in train_episodes):
             raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
         names = [name for name, _ in self.policy.named_meta_parameters()]

@@ -19,6 +19,7 @@ import torch
 from maml_rl.adaptation import InnerLoop, unstack_task_params
 from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.legacy.sampler import LegacySamplerMethods, check_env_argument
 from maml_rl.policies.recurrent import is_recurrent
 from maml_rl.trials import TrialBatch
 
@@ -40,7 +41,7 @@ from .settings.workload import describe_workload, resolve_env_fn
 from .trajectories import behaviour_params, check_outputs, to_episodes, to_trials
 from .trial_requests import check_recurrent_policy, make_trial, refuse_recurrent
 
-class MultiTaskSampler:
+class MultiTaskSampler(LegacySamplerMethods):
     """Samples batches of episodes for many tasks at once, in parallel.
 
     For K tasks and ``batch_size`` episodes each, a call uses ``K * batch_size``
@@ -97,6 +98,8 @@ class MultiTaskSampler:
     :param backend: ``"local"`` (this machine) or ``"ray"`` (sampling actors
         across a Ray cluster, with ``ray_address``, ``ray_actors`` and
         ``ray_cpus_per_actor``; see ``docs/ray.md``).
+    :param env: pytorch-maml-rl's argument, deprecated (:mod:`maml_rl.legacy`):
+        an env of ``env_name``'s type, otherwise unused.
 
     See ``docs/sampler.md`` for a complete example and the reproducibility contract.
 
@@ -125,6 +128,7 @@ class MultiTaskSampler:
         ray_actors: Optional[int] = None,
         ray_cpus_per_actor: Optional[int] = None,
         info_keys: Optional[Sequence[str]] = None,
+        env: Any = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -144,6 +148,8 @@ class MultiTaskSampler:
         self.env_fn = resolve_env_fn(env_name, env_kwargs, env_fn)
         # One env in this process: the task distribution, the spaces, the horizon.
         self.env = self.env_fn()
+        if env is not None:  # pytorch-maml-rl's argument (deprecated)
+            check_env_argument(env, self.env)
         #: The env, the buffers' spec and the episodes per task, as every backend gets them.
         self.workload = describe_workload(self.env_fn, self.env, batch_size, max_episode_steps, info_keys)
         self.env.reset(seed=self.seed)

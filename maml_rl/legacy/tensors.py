@@ -1,0 +1,56 @@
+"""pytorch-maml-rl's tensor helpers of ``maml_rl.utils.torch_utils`` that this package dropped.
+
+Only torch and numpy here: ``maml_rl.utils.torch_utils`` is low in the layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["MOVED"]
+
+
+def weighted_mean(tensor: Any, lengths: Any = None):
+    """``[B, ...]``: each episode's mean over its first ``lengths[b]`` steps of a ``[T, B, ...]`` tensor.
+
+    The reference also zeroed ``tensor`` past the lengths, in place; this one leaves it as it is.
+    """
+    import torch
+
+    if lengths is None:
+        return torch.mean(tensor)
+    if tensor.dim() < 2:
+        raise ValueError(f"expected a [T, B, ...] tensor, got {tensor.dim()}-D")
+    lengths = torch.as_tensor(lengths, dtype=torch.float32, device=tensor.device)
+    steps = torch.arange(tensor.shape[0], device=tensor.device).unsqueeze(1)
+    mask = (steps < lengths.unsqueeze(0)).to(tensor.dtype).view(*tensor.shape[:2], *(1,) * (tensor.dim() - 2))
+    return (tensor * mask).sum(0) / lengths.view(-1, *(1,) * (tensor.dim() - 2))
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A tensor, array, or (nested) list of them as one numpy array."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (tuple, list)):
+        return np.stack([to_numpy(item) for item in value], axis=0)
+    raise TypeError(f"to_numpy() takes tensors, arrays and lists of them, got {type(value).__name__}")
+
+
+def _vector_to_parameters():
+    from torch.nn.utils import vector_to_parameters
+
+    return vector_to_parameters
+
+
+#: Moved name -> (its value, what to write instead).
+MOVED: dict[str, tuple[Callable[[], Any], str]] = {
+    "weighted_mean": (lambda: weighted_mean,
+                      "use (tensor * episodes.mask).sum(0) / episodes.lengths, or "
+                      "maml_rl.episodes.loss_weights for a loss"),
+    "to_numpy": (lambda: to_numpy, "use tensor.detach().cpu().numpy()"),
+    "vector_to_parameters": (_vector_to_parameters, "use torch.nn.utils.vector_to_parameters"),
+}

@@ -464,3 +464,38 @@ def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_acto
                 for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs", "final_state"):
                     assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
                 assert x.chunk_states is None or torch.equal(x.chunk_states, y.chunk_states)
+
+
+def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster):
+    """Trials of a recurrent policy rerun on the survivors from the states the call started with."""
+    from maml_rl.policies import GRUPolicy, rl2_input_size
+
+    tasks = _sleepy_tasks(6)
+    names = ("observations", "actions", "rewards", "dones", "lengths", "log_probs", "final_state", "chunk_states")
+
+    def run(**kwargs):
+        torch.manual_seed(0)
+        policy = GRUPolicy(rl2_input_size(3, 1), 1, (8,), 4)
+        with MultiTaskSampler(None, None, 2, policy, env_fn=make_probe_env, seed=5, **kwargs) as sampler:
+            if kwargs.get("backend") != "ray":
+                return [sampler.rollout_trials(tasks, 2, chunk=5), sampler.rollout_trials(tasks, 2, chunk=5)]
+            victim = _worker_nodes(cluster)[-1]
+            pids = {w["pid"] for w in sampler.rollout_backend.where}
+            remover = threading.Timer(0.3, cluster.remove_node, args=(victim,))
+            remover.start()  # mid-call: each actor's group takes 2 x 6 steps x 0.05 s x 2 slots
+            first = sampler.rollout_trials(tasks, 2, chunk=5)
+            remover.join()
+            assert sampler.backend_stats["reruns"] == 1, sampler.backend_stats
+            assert len(sampler.rollout_backend.live) == 2
+            second = sampler.rollout_trials(tasks, 2, chunk=5)
+        assert wait_until_gone(pids) == []
+        return [first, second]
+
+    expected = run(num_workers=0)
+    got = run(backend="ray")
+    for a, b in zip(expected, got):
+        for x, y in zip(a, b):
+            for name in names:
+                assert torch.equal(getattr(x, name), getattr(y, name)), name
+    cluster.add_node(num_cpus=1, object_store_memory=NODE_MEMORY)
+    cluster.wait_for_nodes()

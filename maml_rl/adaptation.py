@@ -20,26 +20,33 @@ import torch
 
 from maml_rl.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
-from maml_rl.losses import batched_reinforce_loss, task_reinforce_losses
+from maml_rl.losses import inner_losses
 from maml_rl.policies.policy import Params, expand_params
 from maml_rl.utils.torch_utils import gradient_step
 
-__all__ = ["InnerLoop", "inner_step", "meta_parameters", "unstack_task_params"]
+__all__ = ["INNER_OBJECTIVES", "InnerLoop", "inner_step", "meta_parameters", "unstack_task_params"]
+
+#: The inner losses of :func:`~maml_rl.losses.inner_losses`.
+INNER_OBJECTIVES = ("reinforce", "lvc")
 
 
 @dataclass(frozen=True)
 class InnerLoop:
-    """How a task's parameters are adapted: ``num_steps`` REINFORCE steps of size ``fast_lr``.
+    """How a task's parameters are adapted: ``num_steps`` gradient steps of size ``fast_lr``.
 
     :param fast_lr: step size of each inner gradient step.
     :param num_steps: number of inner steps (0: no adaptation).
     :param averaging: how the inner loss (and advantage normalisation) weighs a
         task's steps: ``"step"`` or ``"episode"`` (:func:`~maml_rl.episodes.loss_weights`).
+    :param objective: the inner loss, ``"reinforce"`` (MAML) or ``"lvc"`` (ProMP's
+        low-variance curvature objective: the same step at the behaviour policy,
+        other second derivatives; :func:`~maml_rl.losses.inner_losses`).
     """
 
     fast_lr: float = DEFAULTS.fast_lr
     num_steps: int = DEFAULTS.num_steps
     averaging: str = DEFAULTS.loss_averaging
+    objective: str = "reinforce"
 
     def __post_init__(self) -> None:
         if isinstance(self.fast_lr, bool) or not isinstance(self.fast_lr, (int, float)) \
@@ -48,6 +55,8 @@ class InnerLoop:
         if isinstance(self.num_steps, bool) or not isinstance(self.num_steps, int) or self.num_steps < 0:
             raise ValueError(f"num_steps must be an int >= 0 (0: no adaptation), got {self.num_steps!r}")
         check_loss_averaging(self.averaging)
+        if self.objective not in INNER_OBJECTIVES:
+            raise ValueError(f"objective must be one of {INNER_OBJECTIVES}, got {self.objective!r}")
         object.__setattr__(self, "fast_lr", float(self.fast_lr))
 
     @classmethod
@@ -73,10 +82,16 @@ class InnerLoop:
         return batch if device is None else TaskBatch(*(t.to(device) for t in batch))
 
     def adapt(self, policy: torch.nn.Module, batches: Sequence[TaskBatch], params: Params,
-              first_order: bool = False) -> "OrderedDict[str, torch.Tensor]":
-        """``len(batches)`` inner steps from stacked ``params``; ``batches[i]`` is the data of step ``i``."""
-        for batch in batches:
-            params = inner_step(policy, batch, params, self.fast_lr, first_order)
+              first_order: bool = False, old_log_probs: Sequence[torch.Tensor | None] | None = None,
+              ) -> "OrderedDict[str, torch.Tensor]":
+        """``len(batches)`` inner steps from stacked ``params``; ``batches[i]`` is the data of step ``i``.
+
+        :param old_log_probs: for ``"lvc"``, each step's ``[K, M]`` behaviour log-probabilities
+            (``None``: the parameters of that step are the behaviour's).
+        """
+        for i, batch in enumerate(batches):
+            old = None if old_log_probs is None else old_log_probs[i]
+            params = inner_step(policy, batch, params, self.fast_lr, first_order, self.objective, old)
         return OrderedDict(params)
 
     def sampling_step(self, policy: torch.nn.Module, episodes: Sequence[BatchEpisodes], stacked: Params | None,
@@ -90,7 +105,7 @@ class InnerLoop:
         leaves = OrderedDict((name, p.detach().requires_grad_()) for name, p in stacked.items())
         batch = self.task_batch(episodes, device)
         with torch.enable_grad():
-            new = inner_step(policy, batch, leaves, self.fast_lr, first_order=True)
+            new = inner_step(policy, batch, leaves, self.fast_lr, first_order=True, objective=self.objective)
         return OrderedDict((name, p.detach()) for name, p in new.items())
 
 
@@ -107,20 +122,21 @@ def inner_step(
     params: Params,
     step_size: float,
     first_order: bool = False,
+    objective: str = "reinforce",
+    old_log_probs: torch.Tensor | None = None,
 ) -> "OrderedDict[str, torch.Tensor]":
-    """One REINFORCE gradient step of every task at once: the only inner step in the package.
+    """One gradient step of every task at once: the only inner step in the package.
 
     :param policy: ``policy(observations, params=...) -> Distribution``.
     :param batch: the ``K`` tasks' episodes (advantages computed).
     :param params: stacked ``[K, ...]`` parameters, differentiable.
     :param step_size: the inner learning rate.
     :param first_order: keep no graph through the gradient.
+    :param objective: ``"reinforce"`` or ``"lvc"`` (:func:`~maml_rl.losses.inner_losses`).
+    :param old_log_probs: for ``"lvc"``, the ``[K, M]`` behaviour log-probabilities.
     :return: the ``[K, ...]`` parameters after the step.
     """
-    if getattr(policy, "supports_batched_params", False):
-        losses = batched_reinforce_loss(policy, batch, params)
-    else:
-        losses = task_reinforce_losses(policy, batch, params)
+    losses = inner_losses(policy, batch, params, objective, old_log_probs)
     # The sum over tasks differentiates into each task's own gradient.
     return gradient_step(losses.sum(), params, step_size, first_order)
 

@@ -36,6 +36,7 @@ __all__ = [
     "Hyperparameters",
     "InvalidValue",
     "MAML_TRPO_KEYS",
+    "PROMP_KEYS",
     "RL2_PPO_KEYS",
     "choice",
     "integer",
@@ -284,9 +285,31 @@ RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
                    "Centre and scale the advantages of each task's trials.", argument="normalize_advantages"),
 )
 
+#: The keys of ProMP (:class:`~maml_rl.metalearners.ProMP`): the LVC inner step, then several Adam
+#: steps on the clipped post-adaptation objective with a KL penalty on the pre-adaptation policy.
+#: Defaults are ProMP's published settings (its HalfCheetahRandDirec run script).
+PROMP_KEYS: tuple[Hyperparameter, ...] = (
+    Hyperparameter("outer-steps", int, 5, POSITIVE_INT,
+                   "Adam steps on each iteration's episodes (ProMP's num_promp_steps).", argument="outer_steps"),
+    Hyperparameter("outer-lr", float, 1.0e-3, number(0.0, open_low=True),
+                   "Adam's learning rate of the meta-update.", argument="outer_lr"),
+    Hyperparameter("outer-clip", float, 0.3, number(0.0, open_low=True),
+                   "Clip of the post-adaptation likelihood ratio.", argument="outer_clip"),
+    Hyperparameter("inner-kl-coef", float, 5.0e-4, number(0.0),
+                   "Initial weight of the KL penalty between the sampling and the current pre-adaptation policy, "
+                   "per inner step.", argument="inner_kl_coef"),
+    Hyperparameter("inner-kl-target", float, 1.0e-2, number(0.0, open_low=True),
+                   "With adaptive-inner-kl: the KL the coefficient steers to (halved below target / 1.5, "
+                   "doubled above target * 1.5).", argument="inner_kl_target"),
+    Hyperparameter("adaptive-inner-kl", bool, False, BOOLEAN,
+                   "Adapt the KL coefficient after each iteration (ProMP's HalfCheetah runs keep it fixed).",
+                   argument="adaptive_inner_kl"),
+)
+
 #: Each algorithm's own keys, by its ``algorithm`` name (the meta-learner's ``hyperparameters``).
 ALGORITHM_KEYS: dict[str, tuple[Hyperparameter, ...]] = {
     "maml-trpo": MAML_TRPO_KEYS,
+    "promp": PROMP_KEYS,
     "rl2-ppo": RL2_PPO_KEYS,
 }
 

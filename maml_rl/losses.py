@@ -1,4 +1,4 @@
-"""Policy-gradient losses: REINFORCE for the inner loop, surrogate and KL for TRPO."""
+"""Policy-gradient losses: REINFORCE and LVC for the inner loop, surrogates and KL for TRPO and ProMP."""
 
 from __future__ import annotations
 
@@ -70,6 +70,52 @@ def task_reinforce_losses(
         pi = policy(_flat_observations(batch.observations[k], 1), params={name: p[k] for name, p in params.items()})
         losses.append(-(pi.log_prob(batch.actions[k]) * batch.advantages[k] * batch.weights[k]).sum())
     return torch.stack(losses)
+
+
+def inner_losses(
+    policy: torch.nn.Module,
+    batch: TaskBatch,
+    params: Mapping[str, torch.Tensor],
+    objective: str = "reinforce",
+    old_log_probs: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-task inner losses ``[K]``, REINFORCE's or LVC's, batched when the policy supports stacked parameters.
+
+    ``"lvc"`` is ProMP's low-variance curvature objective, ``-E[pi / pi_old * A]``
+    with ``pi_old`` the behaviour policy, a constant: at the behaviour policy
+    its value is ``-E[A]`` and its gradient REINFORCE's, bit for bit, while its
+    Hessian adds ``E[A grad log pi grad log pi^T]`` to REINFORCE's.
+
+    :param old_log_probs: ``[K, M]`` behaviour log-probabilities for ``"lvc"``;
+        ``None`` takes ``params`` as the behaviour (the ratio is 1, e.g. when sampling).
+    """
+    if objective == "reinforce":
+        if getattr(policy, "supports_batched_params", False):
+            return batched_reinforce_loss(policy, batch, params)
+        return task_reinforce_losses(policy, batch, params)
+    if objective != "lvc":
+        raise ValueError(f"inner objective must be 'reinforce' or 'lvc', got {objective!r}")
+    if getattr(policy, "supports_batched_params", False):
+        log_probs = policy(_flat_observations(batch.observations, 2), params=params).log_prob(batch.actions)
+    else:
+        log_probs = torch.stack([
+            policy(_flat_observations(batch.observations[k], 1), params={name: p[k] for name, p in params.items()})
+            .log_prob(batch.actions[k]) for k in range(batch.num_tasks)])
+    old = log_probs.detach() if old_log_probs is None else old_log_probs
+    return -(torch.exp(log_probs - old) * batch.advantages * batch.weights).sum(-1)
+
+
+def clipped_surrogate_loss(log_ratio: torch.Tensor, advantages: torch.Tensor, weights: torch.Tensor,
+                           clip: float) -> torch.Tensor:
+    """PPO's clipped objective, negated, per task: ``-E[min(r A, clip(r, 1 - clip, 1 + clip) A)]``.
+
+    :param log_ratio: ``[K, M]`` ``log pi - log pi_old``.
+    :param weights: ``[K, M]`` step weights (:func:`~maml_rl.episodes.loss_weights`).
+    :return: ``[K]`` losses.
+    """
+    ratio = torch.exp(log_ratio)
+    clipped = torch.minimum(ratio * advantages, torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages)
+    return -(clipped * weights).sum(-1)
 
 
 def batched_reinforce_hessian(

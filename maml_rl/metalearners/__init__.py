@@ -8,16 +8,18 @@ import torch
 
 from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError
 from maml_rl.metalearners.maml_trpo import MAMLTRPO
+from maml_rl.metalearners.promp import ProMP
 from maml_rl.metalearners.rl2_ppo import RL2PPO
 from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Policy
 
-__all__ = ["METALEARNERS", "MAMLTRPO", "MetaLearner", "RL2PPO", "StaleEpisodesError", "make_metalearner",
+__all__ = ["METALEARNERS", "MAMLTRPO", "MetaLearner", "ProMP", "RL2PPO", "StaleEpisodesError", "make_metalearner",
            "make_policy"]
 
 #: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line.
 METALEARNERS: dict[str, type] = {
     "maml-trpo": MAMLTRPO,
+    "promp": ProMP,
     "rl2-ppo": RL2PPO,
 }
 

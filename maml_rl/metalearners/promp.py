@@ -1,0 +1,252 @@
+"""ProMP: Proximal Meta-Policy Search (Rothfuss et al., ICLR 2019).
+
+The inner step is MAML's, on ProMP's low-variance curvature (LVC) objective
+``-E[pi / pi_behaviour * A]`` (:func:`~maml_rl.losses.inner_losses`): the same
+step as REINFORCE's from the parameters that sampled the episodes, with
+better-behaved second derivatives. The meta-update is ``outer_steps`` Adam
+steps (the optimiser's moments kept across iterations, as ProMP's TensorFlow
+optimiser kept them) on
+
+    mean over tasks of -E[min(r A, clip(r, 1 - eps, 1 + eps) A)]
+    + mean over inner steps i of  coef_i * KL(pi_behaviour_i || pi_theta_i)
+
+where ``r`` is the adapted policy's likelihood ratio against the adapted
+policy that sampled the post-adaptation episodes, differentiated through the
+inner step, and the KL, on inner step ``i``'s episodes, keeps the pre-adaptation
+policy (and the policies of later inner steps) near the ones that sampled them.
+Each step's adaptation restarts from the current parameters, so from the second
+Adam step on the LVC ratio differs from 1.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from typing import Any, Mapping
+
+import torch
+from torch.distributions import Distribution
+
+from maml_rl.adaptation import InnerLoop, inner_step, meta_parameters
+from maml_rl.episodes import TaskBatch
+from maml_rl.hyperparameters import DEFAULTS, PROMP_KEYS
+from maml_rl.losses import clipped_surrogate_loss, mean_kl
+from maml_rl.metalearners.base import (
+    MetaLearner,
+    StepLogs,
+    TrainEpisodes,
+    ValidEpisodes,
+    check_same_params,
+    recorded_params,
+)
+from maml_rl.policies.policy import Params, Policy, expand_params
+from maml_rl.utils.torch_utils import detach_distribution
+
+__all__ = ["ProMP", "adapt_kl_coefficient"]
+
+
+def adapt_kl_coefficient(coefficient: float, kl: float, target: float) -> float:
+    """ProMP's rule: halve the coefficient below ``target / 1.5``, double it above ``target * 1.5``."""
+    if kl < target / 1.5:
+        return coefficient / 2
+    if kl > target * 1.5:
+        return coefficient * 2
+    return coefficient
+
+
+class ProMP(MetaLearner):
+    """ProMP's meta-learner: LVC inner steps, then Adam on the clipped objective with an inner KL penalty.
+
+    :param policy: policy supporting stacked per-task parameters.
+    :param fast_lr: inner-loop step size.
+    :param num_steps: number of inner gradient steps.
+    :param device: device the policy and the data are put on.
+    :param averaging: how losses weigh a task's steps, ``"step"`` or ``"episode"``.
+    :param outer_steps: Adam steps per iteration on the same episodes.
+    :param outer_lr: Adam's learning rate.
+    :param outer_clip: clip of the post-adaptation likelihood ratio.
+    :param inner_kl_coef: initial weight of each inner step's KL penalty.
+    :param inner_kl_target: the KL that ``adaptive_inner_kl`` steers each coefficient to.
+    :param adaptive_inner_kl: update the coefficients after each iteration (:func:`adapt_kl_coefficient`).
+    """
+
+    hyperparameters = PROMP_KEYS
+
+    def __init__(
+        self,
+        policy: Policy,
+        fast_lr: float = DEFAULTS.fast_lr,
+        num_steps: int = DEFAULTS.num_steps,
+        device: str | torch.device = "cpu",
+        averaging: str = DEFAULTS.loss_averaging,
+        *,
+        outer_steps: int = DEFAULTS.outer_steps,
+        outer_lr: float = DEFAULTS.outer_lr,
+        outer_clip: float = DEFAULTS.outer_clip,
+        inner_kl_coef: float = DEFAULTS.inner_kl_coef,
+        inner_kl_target: float = DEFAULTS.inner_kl_target,
+        adaptive_inner_kl: bool = DEFAULTS.adaptive_inner_kl,
+    ) -> None:
+        if getattr(policy, "is_recurrent", False):
+            raise TypeError(f"ProMP adapts a feed-forward policy's parameters; {type(policy).__name__} is "
+                            "recurrent: train it with RL2PPO (algorithm: rl2-ppo)")
+        if not getattr(policy, "supports_batched_params", False):
+            raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
+            raise ValueError(f"ProMP needs num_steps >= 1 inner steps, got {num_steps!r}")
+        if isinstance(outer_steps, bool) or not isinstance(outer_steps, int) or outer_steps < 1:
+            raise ValueError(f"outer_steps must be an int >= 1, got {outer_steps!r}")
+        for name, value, low in (("outer_lr", outer_lr, 0.0), ("outer_clip", outer_clip, 0.0),
+                                 ("inner_kl_target", inner_kl_target, 0.0)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > low):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not (isinstance(inner_kl_coef, (int, float)) and math.isfinite(inner_kl_coef) and inner_kl_coef >= 0):
+            raise ValueError(f"inner_kl_coef must be a finite number >= 0, got {inner_kl_coef!r}")
+        self.device = torch.device(device)
+        self.policy = policy.to(self.device)
+        self.inner_loop = InnerLoop(fast_lr=fast_lr, num_steps=num_steps, averaging=averaging, objective="lvc")
+        self.outer_steps = outer_steps
+        self.outer_clip = float(outer_clip)
+        self.inner_kl_target = float(inner_kl_target)
+        self.adaptive_inner_kl = bool(adaptive_inner_kl)
+        #: The KL penalty's weight of each inner step (adapted after each iteration with ``adaptive_inner_kl``).
+        self.inner_kl_coefs = [float(inner_kl_coef)] * num_steps
+        self.optimizer = torch.optim.Adam([p for _, p in meta_parameters(self.policy)], lr=float(outer_lr))
+        self.num_updates = 0
+
+    @property
+    def num_steps(self) -> int:
+        return self.inner_loop.num_steps
+
+    @property
+    def fast_lr(self) -> float:
+        return self.inner_loop.fast_lr
+
+    # ------------------------------------------------------------ adaptation
+    def _theta(self, num_tasks: int) -> Params:
+        return expand_params(OrderedDict(meta_parameters(self.policy)), num_tasks)
+
+    def _distribution(self, batch: TaskBatch, params: Params) -> Distribution:
+        return self.policy(batch.observations.reshape(*batch.observations.shape[:2], -1), params=params)
+
+    def _behaviour(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes | None) -> list[Params]:
+        """The parameters that sampled each inner step's episodes, then the valid ones, stacked ``[K, ...]``.
+
+        They are this learner's own adaptation from the current parameters,
+        reached by the sampler's function (:meth:`InnerLoop.sampling_step`); where
+        the episodes record theirs, those must be the same bits.
+        """
+        if len(train_episodes) != self.num_steps:
+            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}: "
+                             f"give the learner the sampler's number of steps, ProMP(policy, num_steps=...)")
+        num_tasks = len(train_episodes[0])
+        if any(len(step) != num_tasks for step in train_episodes) or \
+                (valid_episodes is not None and len(valid_episodes) != num_tasks):
+            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
+        names = [name for name, _ in meta_parameters(self.policy)]
+        chain = [OrderedDict((name, p.detach()) for name, p in self._theta(num_tasks).items())]
+        for episodes in train_episodes:
+            chain.append(self.inner_loop.sampling_step(self.policy, episodes, chain[-1], self.device))
+        for i, episodes in enumerate([*train_episodes, *([] if valid_episodes is None else [valid_episodes])]):
+            recorded = recorded_params(episodes, names)
+            if recorded is None:
+                continue
+            what = "valid_episodes" if i == self.num_steps else f"train_episodes[{i}]"
+            remedy = ("Sample new episodes after every step(): each batch serves one update." if i == 0 else
+                      f"Sample them with this learner's inner loop, {self.inner_loop} "
+                      "(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.")
+            check_same_params(chain[i], recorded, what, remedy)
+        return chain
+
+    def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> "OrderedDict[str, torch.Tensor]":
+        """Every task's adapted parameters from the current ones, stacked ``[K, ...]`` (in their graph
+        unless ``first_order``), each LVC step weighed against the parameters that sampled its episodes."""
+        batches = [self.inner_loop.task_batch(step, self.device) for step in train_episodes]
+        chain = self._behaviour(train_episodes, None)
+        old = [self._distribution(batch, chain[i]).log_prob(batch.actions).detach() for i, batch in enumerate(batches)]
+        return self.inner_loop.adapt(self.policy, batches, self._theta(batches[0].num_tasks), bool(first_order), old)
+
+    # ------------------------------------------------------------- meta-step
+    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> StepLogs:
+        """One ProMP meta-update: ``outer_steps`` Adam steps on the episodes of one batch of tasks.
+
+        The episodes must come from the current policy through this learner's
+        inner loop (``sampler.sample(tasks, inner_loop=learner.inner_loop)``);
+        others are refused (:class:`~maml_rl.metalearners.StaleEpisodesError`),
+        as are evaluation episodes of mean actions.
+
+        :return: ``loss_before`` and ``loss_after`` (the clipped surrogate, mean over tasks, at the
+            first and after the last Adam step), ``inner_kl`` (mean over inner steps of the KL from
+            the sampling policies, after the update) and ``inner_kl_coef`` (the mean weight it had),
+            ``outer_kl`` (KL of the adapted policies from those that sampled the valid episodes, after
+            the update), ``clip_fraction`` (the weighted share of valid steps whose ratio left
+            ``[1 - clip, 1 + clip]`` at the last Adam step) and ``time_update``.
+        """
+        started = time.perf_counter()
+        batches = [self.inner_loop.task_batch(step, self.device) for step in train_episodes]
+        valid = self.inner_loop.task_batch(valid_episodes, self.device)
+        chain = self._behaviour(train_episodes, valid_episodes)
+        with torch.no_grad():
+            old_pis = [detach_distribution(self._distribution(batch, chain[i])) for i, batch in enumerate(batches)]
+            old_log_probs = [pi.log_prob(batch.actions) for pi, batch in zip(old_pis, batches)]
+            old_valid = detach_distribution(self._distribution(valid, chain[-1]))
+            old_valid_log_probs = old_valid.log_prob(valid.actions)
+
+        def objective() -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], Distribution, torch.Tensor]:
+            params = self._theta(valid.num_tasks)
+            kls = []
+            for i, batch in enumerate(batches):
+                kls.append(mean_kl(old_pis[i], self._distribution(batch, params), batch).mean())
+                params = inner_step(self.policy, batch, params, self.fast_lr, False, "lvc", old_log_probs[i])
+            pi = self._distribution(valid, params)
+            log_ratio = pi.log_prob(valid.actions) - old_valid_log_probs
+            surrogate = clipped_surrogate_loss(log_ratio, valid.advantages, valid.weights, self.outer_clip).mean()
+            penalty = torch.stack([coef * kl for coef, kl in zip(self.inner_kl_coefs, kls)]).mean()
+            return surrogate + penalty, surrogate, kls, pi, log_ratio
+
+        loss_before = math.nan
+        for epoch in range(self.outer_steps):
+            total, surrogate, _, _, log_ratio = objective()
+            if epoch == 0:
+                loss_before = surrogate.item()
+                if not math.isfinite(total.item()):
+                    raise RuntimeError(f"ProMP's objective is not finite ({total.item()}); check the episodes' "
+                                       "advantages")
+            clipped = ((log_ratio.detach().exp() - 1).abs() > self.outer_clip).to(valid.weights.dtype)
+            clip_fraction = (clipped * valid.weights).sum(-1).mean().item()
+            self.optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            self.optimizer.step()
+
+        _, surrogate, kls, pi, _ = objective()
+        inner_kls = [kl.item() for kl in kls]
+        coef_used = sum(self.inner_kl_coefs) / len(self.inner_kl_coefs)
+        if self.adaptive_inner_kl:
+            self.inner_kl_coefs = [adapt_kl_coefficient(coef, kl, self.inner_kl_target)
+                                   for coef, kl in zip(self.inner_kl_coefs, inner_kls)]
+        self.num_updates += 1
+        return {
+            "loss_before": loss_before,
+            "loss_after": surrogate.item(),
+            "inner_kl": sum(inner_kls) / len(inner_kls),
+            "inner_kl_coef": coef_used,
+            "outer_kl": mean_kl(old_valid, pi, valid).mean().item(),
+            "clip_fraction": clip_fraction,
+            "time_update": time.perf_counter() - started,
+        }
+
+    # ---------------------------------------------------------------- resume
+    def state_dict(self) -> dict:
+        """Adam's moments, the KL coefficients and the update count: what ``--resume`` needs to continue exactly."""
+        return {"optimizer": self.optimizer.state_dict(), "inner_kl_coefs": list(self.inner_kl_coefs),
+                "num_updates": self.num_updates}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        coefs = [float(c) for c in state["inner_kl_coefs"]]
+        if len(coefs) != self.num_steps:
+            raise ValueError(f"the state has KL coefficients for {len(coefs)} inner step(s), this learner has "
+                             f"{self.num_steps}")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.inner_kl_coefs = coefs
+        self.num_updates = int(state["num_updates"])

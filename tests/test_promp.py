@@ -1,0 +1,285 @@
+"""ProMP: the LVC inner objective against REINFORCE and against its Hessian
+written out by hand, the clipped objective by hand, the meta-gradient against
+a plain per-task loop, the refusals, the degenerate shapes, and exact resume."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.func import functional_call
+
+import maml_rl.envs  # noqa: F401  (registers the envs)
+from maml_rl.adaptation import InnerLoop, inner_step
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.episodes import BatchEpisodes, TaskBatch
+from maml_rl.losses import clipped_surrogate_loss, inner_losses
+from maml_rl.metalearners import ProMP, StaleEpisodesError
+from maml_rl.metalearners.promp import adapt_kl_coefficient
+from maml_rl.policies import CategoricalMLPPolicy, GRUPolicy, NormalMLPPolicy, expand_params
+from maml_rl.samplers import MultiTaskSampler
+
+from conftest import write_small_config
+from scripts import evaluate as test_script
+from scripts import train
+
+
+def random_batch(num_tasks=3, rows=7, obs=2, discrete=None, generator=None, dtype=torch.float32):
+    g = generator or torch.Generator().manual_seed(0)
+    actions = (torch.randint(0, discrete, (num_tasks, rows), generator=g) if discrete
+               else torch.randn(num_tasks, rows, 2, generator=g, dtype=dtype))
+    weights = torch.rand(num_tasks, rows, generator=g, dtype=dtype)
+    return TaskBatch(torch.randn(num_tasks, rows, obs, generator=g, dtype=dtype), actions,
+                     torch.randn(num_tasks, rows, generator=g, dtype=dtype), weights / weights.sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("discrete", [None, 3])
+def test_lvc_step_is_reinforce_step_at_the_behaviour_policy_bit_for_bit(discrete):
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(2, 3, hidden_sizes=(5,)) if discrete else NormalMLPPolicy(2, 2, hidden_sizes=(5,))
+    batch = random_batch(discrete=discrete)
+    params = expand_params(OrderedDict(policy.named_parameters()), batch.num_tasks)
+    reinforce = inner_step(policy, batch, params, 0.3, objective="reinforce")
+    lvc = inner_step(policy, batch, params, 0.3, objective="lvc")
+    with torch.no_grad():
+        old = policy(batch.observations, params=params).log_prob(batch.actions)
+    lvc_given = inner_step(policy, batch, params, 0.3, objective="lvc", old_log_probs=old)
+    for name in reinforce:
+        assert torch.equal(reinforce[name], lvc[name]) and torch.equal(reinforce[name], lvc_given[name]), name
+    # Its value is -E[A] there (the ratio is 1), REINFORCE's is -E[log pi A].
+    torch.testing.assert_close(inner_losses(policy, batch, params, "lvc"),
+                               -(batch.advantages * batch.weights).sum(-1), rtol=0, atol=1e-7)
+
+
+def test_lvc_curvature_is_reinforces_plus_the_score_outer_product():
+    """At the behaviour policy the LVC Hessian is -E[A (hess log pi + grad log pi grad log pi^T)]:
+    written out with autograd's Hessian and Jacobian of log pi, and checked by finite differences."""
+    torch.manual_seed(1)
+    policy = NormalMLPPolicy(2, 1, hidden_sizes=(3,)).double()
+    batch = random_batch(num_tasks=1, rows=5, dtype=torch.float64)
+    batch = batch._replace(actions=batch.actions[..., :1])
+    names = [name for name, _ in policy.named_parameters()]
+    shapes = [p.shape for _, p in policy.named_parameters()]
+    theta0 = torch.cat([p.detach().reshape(-1) for _, p in policy.named_parameters()])
+
+    def unflat(vector):
+        out, offset = OrderedDict(), 0
+        for name, shape in zip(names, shapes):
+            n = math.prod(shape)
+            out[name] = vector[offset:offset + n].view(1, *shape)
+            offset += n
+        return out
+
+    def log_probs(vector):
+        return policy(batch.observations, params=unflat(vector)).log_prob(batch.actions)[0]
+
+    old = log_probs(theta0).detach().unsqueeze(0)
+
+    def lvc(vector):
+        return inner_losses(policy, batch, unflat(vector), "lvc", old).sum()
+
+    c = (batch.advantages * batch.weights)[0]
+    hessian_reinforce = -torch.autograd.functional.hessian(lambda v: (c * log_probs(v)).sum(), theta0)
+    scores = torch.autograd.functional.jacobian(log_probs, theta0)  # [rows, P]
+    truth = hessian_reinforce - (c[:, None, None] * scores[:, :, None] * scores[:, None, :]).sum(0)
+
+    v = torch.randn(theta0.numel(), dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    theta = theta0.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(lvc(theta), theta, create_graph=True)
+    (hvp,) = torch.autograd.grad(grad @ v, theta)
+    torch.testing.assert_close(hvp, truth @ v, rtol=1e-10, atol=1e-12)
+    eps = 1e-6
+    plus, minus = (torch.autograd.functional.jacobian(lvc, theta0 + s * eps * v) for s in (1, -1))
+    torch.testing.assert_close(hvp, (plus - minus) / (2 * eps), rtol=1e-5, atol=1e-7)
+    assert (truth - hessian_reinforce).abs().max() > 1e-3  # the outer-product term is really there
+
+
+def test_clipped_objective_by_hand():
+    log_ratio = torch.log(torch.tensor([[0.5, 1.0, 1.5, 1.5, 0.5, 1.2]]))
+    advantages = torch.tensor([[1.0, -1.0, 1.0, -1.0, -1.0, 2.0]])
+    weights = torch.full((1, 6), 1 / 6)
+    # min(rA, clip(r, 0.7, 1.3) A): 0.5, -1, 1.3, -1.5, -0.7, 2.4
+    expected = -(0.5 - 1.0 + 1.3 - 1.5 - 0.7 + 2.4) / 6
+    torch.testing.assert_close(clipped_surrogate_loss(log_ratio, advantages, weights, 0.3),
+                               torch.tensor([expected]), rtol=1e-6, atol=1e-7)
+
+
+def test_adaptive_kl_rule_by_hand():
+    assert adapt_kl_coefficient(1.0, 0.001, 0.01) == 0.5  # below 0.01 / 1.5
+    assert adapt_kl_coefficient(1.0, 0.02, 0.01) == 2.0   # above 0.015
+    assert adapt_kl_coefficient(1.0, 0.01, 0.01) == 1.0
+    assert adapt_kl_coefficient(1.0, 0.01 / 1.5, 0.01) == 1.0
+
+
+def synthetic_episodes(num_tasks, batch_size, horizon, seed, gamma=0.99):
+    """One BatchEpisodes per task with random data and ragged lengths, advantages from the linear baseline."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(num_tasks):
+        lengths = torch.randint(1, horizon + 1, (batch_size,), generator=g)
+        lengths[0] = horizon
+        episodes = BatchEpisodes(torch.randn(horizon, batch_size, 2, generator=g),
+                                 torch.randn(horizon, batch_size, 2, generator=g),
+                                 torch.randn(horizon, batch_size, generator=g), lengths, gamma=gamma)
+        baseline = LinearFeatureBaseline(2)
+        baseline.fit(episodes)
+        episodes.compute_advantages(baseline, gae_lambda=1.0, normalize=True)
+        out.append(episodes)
+    return out
+
+
+def naive_promp_objective(policy, train, valid, fast_lr, clip):
+    """ProMP's first-epoch objective written per task with plain autograd (on-policy episodes, no KL:
+    at the behaviour policy the KL term's value and gradient are 0)."""
+    theta = OrderedDict(policy.named_parameters())
+    losses = []
+    for task_train, task_valid in zip(train, valid):
+        mask = task_train.mask
+        weights = mask / mask.sum()
+        pi = functional_call(policy, theta, (task_train.observations,))
+        lp = pi.log_prob(task_train.actions)
+        inner = -(torch.exp(lp - lp.detach()) * task_train.advantages * weights).sum()
+        grads = torch.autograd.grad(inner, list(theta.values()), create_graph=True)
+        adapted = OrderedDict((name, p - fast_lr * g) for (name, p), g in zip(theta.items(), grads))
+        pi_valid = functional_call(policy, adapted, (task_valid.observations,))
+        lp_valid = pi_valid.log_prob(task_valid.actions)
+        ratio = torch.exp(lp_valid - lp_valid.detach())
+        adv = task_valid.advantages
+        clipped = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
+        valid_weights = task_valid.mask / task_valid.mask.sum()
+        losses.append(-(clipped * valid_weights).sum())
+    return sum(losses) / len(losses)
+
+
+def test_first_meta_gradient_equals_a_plain_per_task_loop():
+    torch.manual_seed(3)
+    policy = NormalMLPPolicy(2, 2, hidden_sizes=(6, 6))
+    train, valid = synthetic_episodes(3, 4, 5, seed=1), synthetic_episodes(3, 4, 5, seed=2)
+    expected = torch.autograd.grad(naive_promp_objective(policy, train, valid, 0.2, 0.3), list(policy.parameters()))
+    learner = ProMP(policy, fast_lr=0.2, outer_steps=1, inner_kl_coef=0.7)
+    learner.step([train], valid)
+    # After one Adam step each parameter's .grad holds the gradient it stepped with.
+    for p, g in zip(policy.parameters(), expected):
+        torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-7)
+
+
+@pytest.fixture(scope="module")
+def sampled():
+    """On-policy episodes of 3 navigation tasks, sampled through ProMP's inner loop, and the policy's state."""
+    torch.manual_seed(0)
+    policy = NormalMLPPolicy(2, 2, hidden_sizes=(8,))
+    learner = ProMP(policy, fast_lr=0.3)
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 12}, 4, policy, LinearFeatureBaseline(2), seed=4,
+                          num_workers=0) as sampler:
+        tasks = sampler.sample_tasks(3)
+        train, valid = sampler.sample(tasks, inner_loop=learner.inner_loop, gamma=0.99)
+        _, mean_valid = sampler.sample(tasks, inner_loop=learner.inner_loop, gamma=0.99, valid_actions="mean")
+    return policy.state_dict(), train, valid, mean_valid
+
+
+def learner_at(state, fast_lr=0.3, **kwargs):
+    policy = NormalMLPPolicy(2, 2, hidden_sizes=(8,))
+    policy.load_state_dict(state)
+    return ProMP(policy, fast_lr=fast_lr, **kwargs)
+
+
+def test_a_step_on_sampled_episodes_then_the_refusals(sampled):
+    state, train, valid, mean_valid = sampled
+    learner = learner_at(state)
+    logs = learner.step(train, valid)
+    assert set(logs) == {"loss_before", "loss_after", "inner_kl", "inner_kl_coef", "outer_kl", "clip_fraction",
+                         "time_update"}
+    assert all(math.isfinite(v) for v in logs.values())
+    assert abs(logs["loss_before"]) < 1e-6  # the ratio is 1 and the advantages are centred at the first step
+    assert logs["loss_after"] < logs["loss_before"] and logs["inner_kl"] > 0 and logs["outer_kl"] > 0
+    assert not torch.equal(learner.policy.state_dict()["sigma"], state["sigma"])
+    with pytest.raises(StaleEpisodesError, match="each batch serves one update"):
+        learner.step(train, valid)
+    with pytest.raises(StaleEpisodesError, match=r"valid_episodes.*inner loop"):
+        learner_at(state, fast_lr=0.2).step(train, valid)
+    with pytest.raises(ValueError, match="most likely actions"):
+        learner_at(state).step(train, mean_valid)
+    with pytest.raises(ValueError, match=r"ProMP\(policy, num_steps=\.\.\.\)"):
+        learner_at(state, num_steps=2).step(train, valid)
+
+
+def test_the_same_step_twice_gives_the_same_bits_and_adapt_matches_the_sampler(sampled):
+    state, train, valid, _ = sampled
+    first, second = learner_at(state), learner_at(state)
+    a, b = first.step(train, valid), second.step(train, valid)
+    assert {k: v for k, v in a.items() if k != "time_update"} == {k: v for k, v in b.items() if k != "time_update"}
+    for name, p in first.policy.state_dict().items():
+        assert torch.equal(p, second.policy.state_dict()[name])
+    adapted = learner_at(state).adapt(train, first_order=True)
+    for name, p in adapted.items():
+        assert torch.equal(p, torch.stack([episodes.behaviour_params[name] for episodes in valid])), name
+
+
+def test_adaptive_coefficient_follows_the_inner_kl(sampled):
+    state, train, valid, _ = sampled
+    learner = learner_at(state, adaptive_inner_kl=True, inner_kl_coef=1.0, inner_kl_target=1e9)
+    logs = learner.step(train, valid)
+    assert logs["inner_kl_coef"] == 1.0 and learner.inner_kl_coefs == [0.5]
+    fixed = learner_at(state, inner_kl_coef=1.0)
+    fixed.step(train, valid)
+    assert fixed.inner_kl_coefs == [1.0]
+
+
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_degenerate_shapes_one_task_one_episode_horizon_one(num_steps):
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(1, 5, hidden_sizes=(4,))
+    learner = ProMP(policy, fast_lr=0.5, num_steps=num_steps)
+    with MultiTaskSampler("Bandit-K5-v0", {}, 1, policy, LinearFeatureBaseline(1), seed=0, num_workers=0) as sampler:
+        train, valid = sampler.sample(sampler.sample_tasks(1), inner_loop=learner.inner_loop)
+        assert len(valid[0]) == 1 and valid[0].batch_size == 1
+        logs = learner.step(train, valid)
+        assert all(math.isfinite(v) for v in logs.values())
+        train, valid = sampler.sample(sampler.sample_tasks(1), inner_loop=learner.inner_loop)
+        learner.step(train, valid)  # a second call in a row, on new episodes
+
+
+def test_recurrent_and_unstackable_policies_are_refused():
+    with pytest.raises(TypeError, match="RL2PPO"):
+        ProMP(GRUPolicy(6, 2, (8,), 4))
+    with pytest.raises(ValueError, match="outer_clip"):
+        ProMP(NormalMLPPolicy(2, 2), outer_clip=0.0)
+    with pytest.raises(ValueError, match="num_steps"):
+        ProMP(NormalMLPPolicy(2, 2), num_steps=0)
+    with pytest.raises(ValueError, match="objective must be one of"):
+        InnerLoop(objective="dice")
+
+
+def read_metrics(folder):
+    return [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_train_py_runs_promp_and_resumes_bit_identically(tmp_path):
+    config = write_small_config(tmp_path, **{"algorithm": "promp", "num-batches": 3, "outer-steps": 2})
+
+    def run(output, *extra):
+        train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", "--seed", "2",
+                    *extra])
+
+    run(tmp_path / "whole")
+    run(tmp_path / "pieces", "--num-batches", "1")
+    run(tmp_path / "pieces", "--resume", "--num-batches", "3")
+    whole, pieces = read_metrics(tmp_path / "whole"), read_metrics(tmp_path / "pieces")
+    assert len(whole) == 3 and "inner_kl" in whole[0] and "outer_kl" in whole[0]
+    for a, b in zip(whole, pieces, strict=True):
+        assert {k: v for k, v in a.items() if not k.startswith("time")} == \
+            {k: v for k, v in b.items() if not k.startswith("time")}
+    pa = torch.load(tmp_path / "whole" / "policy.th", weights_only=True)
+    pb = torch.load(tmp_path / "pieces" / "policy.th", weights_only=True)
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+    # Resuming without Adam's moments would differ: the checkpoint carries them.
+    checkpoint = torch.load(tmp_path / "pieces" / "checkpoint.pt", weights_only=False)
+    assert checkpoint["metalearner"]["num_updates"] == 3 and checkpoint["metalearner"]["optimizer"]["state"]
+    results = test_script.main(["--config", str(tmp_path / "whole" / "config.json"), "--meta-batch-size", "2",
+                                "--num-workers", "0"])
+    assert results["returns_per_step"].shape == (2, 2) and np.isfinite(results["returns_per_step"]).all()

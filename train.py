@@ -3,6 +3,8 @@
     python train.py                                   # 2D navigation into runs/2d-navigation
     python train.py --config configs/maml/halfcheetah-vel.yaml --output-folder runs/cheetah-vel --seed 1
     python train.py --output-folder runs/cheetah-vel --resume              # continue a stopped run
+    python train.py --config configs/maml/2d-navigation.yaml --output-folder runs/nav --seeds 1 2 3
+                                        # three seeds one after another, in runs/nav/seed-1, seed-2, seed-3
     python train.py --num-batches 2 --set fast-batch-size=5 \\
         --set env-kwargs.max_episode_steps=20 --output-folder /tmp/smoke  # quick smoke run
 
@@ -61,7 +63,8 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "maml" / "2d-navi
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Model-Agnostic Meta-Learning (MAML) for reinforcement learning: meta-training with TRPO.",
+        description="Meta-reinforcement learning: meta-training with MAML-TRPO, ProMP or RL²-PPO (the config's "
+                    "algorithm).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[0],
     )
@@ -72,6 +75,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="folder of the run (default: runs/<name of the config file>)")
     parser.add_argument("--seed", type=int, default=None,
         help="seed of the run (default: the config's seed, else a random one, recorded in config.json)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
+        help="several runs of the config, one after another, each in <output-folder>/seed-<SEED> "
+             "(with --resume: each continues; report them with report.py)")
     add_sampler_arguments(parser, usable_cpus())
     parser.add_argument("--device", type=str, default="cpu",
         help="device of the policy and the meta-learner: cpu or cuda (default: cpu)")
@@ -86,6 +92,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="set any configuration key, value read as YAML; repeatable "
              "(e.g. --set fast-batch-size=5 --set env-kwargs.max_episode_steps=20)")
     args = parser.parse_args(argv)
+    if args.seeds is not None and args.seed is not None:
+        parser.error("give --seed or --seeds, not both")
+    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds {' '.join(map(str, args.seeds))}: each seed once")
     args.sampler_options = sampler_options(parser, args)
     if args.output_folder is None:
         name = Path(args.config).stem if args.config is not None else DEFAULT_CONFIG.stem
@@ -95,6 +105,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
+    if args.seeds is None:
+        return train(args)
+    parent = Path(args.output_folder)
+    for number, seed in enumerate(args.seeds, start=1):
+        print(f"seed {seed} ({number} of {len(args.seeds)}): {parent / f'seed-{seed}'}", file=sys.stderr)
+        args.seed, args.output_folder = seed, str(parent / f"seed-{seed}")
+        train(args)
+    return parent
+
+
+def train(args: argparse.Namespace) -> Path:
+    """One run: ``args.output_folder`` with ``args.seed``."""
     output = Path(args.output_folder)
 
     # Everything is checked before any work starts or any file is written.

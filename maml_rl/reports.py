@@ -1,0 +1,196 @@
+"""Results over several seeds: the interquartile mean with stratified bootstrap confidence intervals.
+
+A run folder (``train.py --output-folder``) holds ``config.json``, ``metrics.jsonl``
+and, once ``test.py`` has evaluated it, ``results.npz``. Runs are grouped by
+environment and algorithm; each run's score is its held-out mean return (and
+success) after adaptation, from ``results.npz``, and its training curve the
+``return_after`` of ``metrics.jsonl``. Across runs the aggregate is the IQM
+with a 95% stratified bootstrap confidence interval ("Deep Reinforcement
+Learning at the Edge of the Statistical Precipice", Agarwal et al., NeurIPS
+2021), computed by ``rliable`` (``pip install 'maml_rl[stats]'``), and, between
+two algorithms on the same env, rliable's probability of improvement.
+Files are read without unpickling (``allow_pickle=False``, JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["Run", "Summary", "ReportError", "load_run", "summarise", "compare", "curves", "format_report"]
+
+
+class ReportError(ValueError):
+    """A run folder cannot be reported: the message says which file and what to do."""
+
+
+@dataclass
+class Run:
+    """One training run and its evaluation."""
+
+    folder: Path
+    env: str
+    algorithm: str
+    seed: int | None
+    after: float  # held-out mean return after adaptation
+    before: float  # held-out mean return before adaptation (the first row of test.py's results)
+    success_after: float | None
+    env_steps: np.ndarray  # [iterations] cumulative env steps of training
+    curve: np.ndarray  # [iterations] return after adaptation on the training tasks
+
+
+@dataclass
+class Summary:
+    """The aggregate of one (env, algorithm) group of runs."""
+
+    env: str
+    algorithm: str
+    runs: list[Run]
+    iqm: float
+    ci: tuple[float, float]
+    mean: float
+    worst: Run
+    before_iqm: float
+    success_iqm: float | None = None
+    success_ci: tuple[float, float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _rliable():
+    try:
+        from rliable import library, metrics
+    except ImportError as exc:
+        raise ImportError(f"reports need rliable ({exc}): pip install 'maml_rl[stats]'") from None
+    return library, metrics
+
+
+def load_run(folder: str | Path, results: str = "results.npz") -> Run:
+    """Read one run folder: its config, its training curve and test.py's results.
+
+    :raises ReportError: a file is missing or unreadable (the message names it and the command that writes it).
+    """
+    folder = Path(folder)
+    config_path, metrics_path, results_path = folder / "config.json", folder / "metrics.jsonl", folder / results
+    for path, how in ((config_path, "train.py --output-folder"), (metrics_path, "train.py --output-folder"),
+                      (results_path, f"python test.py --config {config_path}")):
+        if not path.is_file():
+            raise ReportError(f"{folder}: no {path.name}; it is written by {how}")
+    try:
+        config = json.loads(config_path.read_text())
+        rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{folder}: config.json or metrics.jsonl is not valid JSON ({exc})") from None
+    if not rows:
+        raise ReportError(f"{metrics_path}: no iteration logged yet")
+    try:
+        with np.load(results_path, allow_pickle=False) as data:
+            after = np.asarray(data["valid_returns"], dtype=float)
+            before = np.asarray(data["train_returns"], dtype=float)
+            success = np.asarray(data["valid_success"], dtype=float) if "valid_success" in data.files else None
+    except (OSError, ValueError, KeyError) as exc:
+        raise ReportError(f"{results_path}: not a results file of test.py ({exc}); rerun test.py") from None
+    if not (np.isfinite(after).all() and np.isfinite(before).all()):
+        raise ReportError(f"{results_path}: returns are not finite")
+    try:
+        curve = np.array([row["return_after"] for row in rows], dtype=float)
+        env_steps = np.array([row["total_env_steps"] for row in rows], dtype=float)
+    except KeyError as exc:
+        raise ReportError(f"{metrics_path}: rows lack {exc}") from None
+    return Run(folder, str(config["env-name"]), str(config.get("algorithm", "maml-trpo")), config.get("seed"),
+               float(after.mean()), float(before.mean()), None if success is None else float(success.mean()),
+               env_steps, curve)
+
+
+def _estimates(library: Any, *args: Any, **kwargs: Any) -> tuple[dict, dict]:
+    # rliable hands arch a RandomState, which arch (7.x) deprecates with a FutureWarning each call.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning)
+        return library.get_interval_estimates(*args, **kwargs)
+
+
+def _interval(scores: np.ndarray, reps: int, seed: int) -> tuple[float, tuple[float, float]]:
+    library, metrics = _rliable()
+    point, ci = _estimates(library, {"x": scores.reshape(-1, 1)},
+                                               lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
+                                               random_state=np.random.RandomState(seed))
+    return float(point["x"][0]), (float(ci["x"][0, 0]), float(ci["x"][1, 0]))
+
+
+def summarise(runs: Sequence[Run], reps: int = 50_000, seed: int = 0) -> list[Summary]:
+    """One :class:`Summary` per (env, algorithm), in the order first seen."""
+    _, metrics = _rliable()
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.env, run.algorithm), []).append(run)
+    out = []
+    for (env, algorithm), members in groups.items():
+        scores = np.array([run.after for run in members])
+        iqm, ci = _interval(scores, reps, seed)
+        summary = Summary(env, algorithm, members, iqm, ci, float(scores.mean()),
+                          min(members, key=lambda run: run.after),
+                          float(metrics.aggregate_iqm(np.array([[run.before] for run in members]))))
+        successes = [run.success_after for run in members]
+        if all(s is not None for s in successes):
+            summary.success_iqm, summary.success_ci = _interval(np.array(successes), reps, seed)
+        budgets = {int(run.env_steps[-1]) for run in members}
+        if len(budgets) > 1:
+            summary.notes.append(f"the runs' budgets differ: {sorted(budgets)} env steps")
+        if len(members) < 4:
+            summary.notes.append(f"{len(members)} runs: the IQM trims nothing below 4 runs (it is their mean), "
+                                 "and the interval is a bootstrap over very few runs")
+        out.append(summary)
+    return out
+
+
+def compare(a: Summary, b: Summary, reps: int = 2_000, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """rliable's probability that a run of ``a`` scores above a run of ``b``, with its 95% interval."""
+    library, metrics = _rliable()
+    x = np.array([[run.after] for run in a.runs])
+    y = np.array([[run.after] for run in b.runs])
+    point, ci = _estimates(library, {"p": (x, y)}, metrics.probability_of_improvement, reps=reps,
+                                               random_state=np.random.RandomState(seed))
+    low, high = np.ravel(ci["p"])
+    return float(np.ravel(point["p"])[0]), (float(low), float(high))
+
+
+def curves(summary: Summary, points: int = 50, reps: int = 2_000, seed: int = 0) -> dict[str, np.ndarray]:
+    """The IQM training curve across the group's runs with its 95% band, at up to ``points`` iterations
+    (the runs' common length); ``env_steps`` is the runs' mean budget at those iterations."""
+    length = min(len(run.curve) for run in summary.runs)
+    index = np.unique(np.linspace(0, length - 1, min(points, length)).round().astype(int))
+    iqm, low, high = [], [], []
+    for i in index:
+        point, (lo, hi) = _interval(np.array([run.curve[i] for run in summary.runs]), reps, seed)
+        iqm.append(point)
+        low.append(lo)
+        high.append(hi)
+    steps = np.mean([run.env_steps[index] for run in summary.runs], axis=0)
+    return {"iteration": index, "env_steps": steps, "iqm": np.array(iqm), "low": np.array(low),
+            "high": np.array(high)}
+
+
+def format_report(summaries: Sequence[Summary], comparisons: dict[tuple[int, int], Any] | None = None) -> str:
+    """The table printed by ``report.py``: one row per (env, algorithm), then the pairwise comparisons."""
+    lines = ["env | algorithm | runs (seeds) | return after adaptation: IQM [95% CI] | mean | worst seed | "
+             "IQM before | success after: IQM [95% CI]",
+             "----|-----------|--------------|---------------------------------------|------|------------|"
+             "------------|-----------------------------"]
+    for s in summaries:
+        seeds = ", ".join(str(run.seed) for run in s.runs)
+        success = "" if s.success_iqm is None else \
+            f"{s.success_iqm:.1%} [{s.success_ci[0]:.1%}, {s.success_ci[1]:.1%}]"
+        lines.append(f"{s.env} | {s.algorithm} | {len(s.runs)} ({seeds}) | {s.iqm:.2f} [{s.ci[0]:.2f}, {s.ci[1]:.2f}] | "
+                     f"{s.mean:.2f} | {s.worst.after:.2f} (seed {s.worst.seed}) | {s.before_iqm:.2f} | {success}")
+    for s in summaries:
+        for note in s.notes:
+            lines.append(f"note: {s.env} {s.algorithm}: {note}")
+    for (i, j), (p, (lo, hi)) in (comparisons or {}).items():
+        a, b = summaries[i], summaries[j]
+        lines.append(f"{a.env}: P({a.algorithm} > {b.algorithm}) = {p:.2f} [{lo:.2f}, {hi:.2f}] "
+                     f"(IQM {a.iqm:.2f} vs {b.iqm:.2f}, difference {a.iqm - b.iqm:+.2f})")
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""Results over seeds: IQM with 95% stratified bootstrap confidence intervals, per env and algorithm.
+
+    python train.py --config configs/promp/2d-navigation.yaml --output-folder runs/promp-nav --seeds 1 2 3
+    python test.py --config runs/promp-nav/seed-1/config.json      # and seed-2, seed-3
+    python report.py runs/promp-nav runs/maml-nav --plot runs/nav-curves.png
+
+Each argument is a run folder, or a folder of run folders (``train.py
+--seeds`` writes ``seed-<n>`` ones). Each run scores its held-out mean return
+after adaptation from test.py's ``results.npz``; runs group by env and
+algorithm; the table gives the interquartile mean over a group's runs with its
+95% stratified bootstrap interval (rliable: ``pip install 'maml_rl[stats]'``),
+the mean, the worst seed, and for two algorithms on one env the probability
+that a run of one beats a run of the other. ``--plot`` draws the training curves
+(return after adaptation on the training tasks) as IQM with 95% bands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from maml_rl.command_line import run_script
+from maml_rl.config import ConfigError
+from maml_rl.reports import ReportError, compare, curves, format_report, load_run, summarise
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("runs", nargs="+", help="run folders, or folders of run folders")
+    parser.add_argument("--results", default="results.npz", help="test.py's file in each run (default: results.npz)")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="training curves with 95%% bands")
+    parser.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--reps", type=int, default=50_000, help="bootstrap replications (default: 50000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    return parser.parse_args(argv)
+
+
+def run_folders(paths: list[str]) -> list[Path]:
+    folders = []
+    for name in paths:
+        path = Path(name)
+        if (path / "config.json").is_file():
+            folders.append(path)
+            continue
+        inner = sorted(p.parent for p in path.glob("*/config.json"))
+        if not inner:
+            raise ConfigError(f"{path}: neither a run folder (no config.json) nor a folder of run folders")
+        folders.extend(inner)
+    return folders
+
+
+def plot(summaries, output: str, reps: int, seed: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(s.env for s in summaries))
+    figure, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4), squeeze=False)
+    for ax, env in zip(axes[0], envs):
+        for s in (s for s in summaries if s.env == env):
+            c = curves(s, reps=reps, seed=seed)
+            ax.plot(c["env_steps"], c["iqm"], label=f"{s.algorithm} ({len(s.runs)} seeds)")
+            ax.fill_between(c["env_steps"], c["low"], c["high"], alpha=0.25)
+        ax.set(title=env, xlabel="env steps", ylabel="return after adaptation (IQM, 95% CI)")
+        ax.legend()
+    figure.tight_layout()
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    if args.reps < 100:
+        raise ConfigError(f"--reps {args.reps}: too few bootstrap replications for a 95% interval; give >= 100")
+    try:
+        runs = [load_run(folder, args.results) for folder in run_folders(args.runs)]
+        summaries = summarise(runs, reps=args.reps, seed=args.seed)
+    except (ReportError, ImportError) as exc:
+        raise ConfigError(str(exc)) from None
+    comparisons = {}
+    for i, a in enumerate(summaries):
+        for j, b in enumerate(summaries):
+            if i < j and a.env == b.env:
+                comparisons[(i, j)] = compare(a, b, seed=args.seed)
+    print(format_report(summaries, comparisons))
+    figures = {
+        "groups": [{"env": s.env, "algorithm": s.algorithm, "seeds": [r.seed for r in s.runs],
+                    "folders": [str(r.folder) for r in s.runs], "scores": [r.after for r in s.runs],
+                    "iqm": s.iqm, "ci": list(s.ci), "mean": s.mean, "worst_seed": s.worst.seed,
+                    "worst": s.worst.after, "iqm_before": s.before_iqm, "success_iqm": s.success_iqm,
+                    "success_ci": None if s.success_ci is None else list(s.success_ci),
+                    "env_steps": [float(r.env_steps[-1]) for r in s.runs], "notes": s.notes} for s in summaries],
+        "comparisons": [{"env": summaries[i].env, "a": summaries[i].algorithm, "b": summaries[j].algorithm,
+                         "probability_a_beats_b": p, "ci": list(ci)} for (i, j), (p, ci) in comparisons.items()],
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    if args.plot:
+        try:
+            plot(summaries, args.plot, min(args.reps, 2_000), args.seed)
+        except ImportError:
+            raise ConfigError("--plot needs matplotlib: pip install 'maml_rl[plot]'") from None
+        print(f"curves written to {args.plot}", file=sys.stderr)
+    return figures
+
+
+if __name__ == "__main__":
+    run_script(main)

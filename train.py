@@ -28,35 +28,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
-import torch
-from gymnasium import spaces
-from tqdm import tqdm
-
-from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
-from maml_rl.config import build_env, parse_override
-from maml_rl.metalearners import make_metalearner, make_policy
-from maml_rl.runs import (
-    CHECKPOINT_FILE,
-    CONFIG_FILE,
-    POLICY_FILE,
-    MetricsLogger,
-    atomic_save,
-    atomic_write_json,
-    check_writable,
-    episode_stats,
-    load_checkpoint,
-    prepare_output_folder,
-    resolve_device,
-    resolve_run_config,
-    save_checkpoint,
-    trial_stats,
-)
-from maml_rl.samplers import MultiTaskSampler, usable_cpus
-from maml_rl.utils.memory import keep_freed_memory
+from maml_rl.config import parse_override
+from maml_rl.samplers import usable_cpus
+from maml_rl.seeds import train_seeds_on_ray
+from maml_rl.training import train_run
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "maml" / "2d-navigation.yaml"
 
@@ -76,8 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None,
         help="seed of the run (default: the config's seed, else a random one, recorded in config.json)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
-        help="several runs of the config, one after another, each in <output-folder>/seed-<SEED> "
+        help="several runs of the config, each in <output-folder>/seed-<SEED>: one after another, or with "
+             "--backend ray side by side on the cluster, each seed on --ray-cpus-per-actor CPUs (default 1) "
              "(with --resume: each continues; report them with report.py)")
+    parser.add_argument("--seed-chunk", type=int, default=10, metavar="ITERATIONS",
+        help="with --seeds on Ray: iterations per Ray task; each task's run files come back to this machine "
+             "at its end (default: 10)")
     add_sampler_arguments(parser, usable_cpus())
     parser.add_argument("--device", type=str, default="cpu",
         help="device of the policy and the meta-learner: cpu or cuda (default: cpu)")
@@ -96,6 +78,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("give --seed or --seeds, not both")
     if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds {' '.join(map(str, args.seeds))}: each seed once")
+    if args.seed_chunk < 1:
+        parser.error(f"--seed-chunk must be >= 1, got {args.seed_chunk}")
+    if args.seeds is not None and args.ray_actors is not None:
+        parser.error("--ray-actors does not apply to --seeds on Ray: each seed takes --ray-cpus-per-actor CPUs")
     args.sampler_options = sampler_options(parser, args)
     if args.output_folder is None:
         name = Path(args.config).stem if args.config is not None else DEFAULT_CONFIG.stem
@@ -107,6 +93,13 @@ def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
     if args.seeds is None:
         return train(args)
+    if args.backend == "ray":
+        # Side by side: each seed a chain of Ray tasks (maml_rl.seeds), its sampler local in the task.
+        return train_seeds_on_ray(args.output_folder, args.config, args.seeds, run_overrides(args),
+                                  resume=args.resume, overwrite=args.overwrite, device=args.device,
+                                  num_workers=args.num_workers, ray_address=args.ray_address,
+                                  cpus_per_seed=args.ray_cpus_per_actor, chunk=args.seed_chunk,
+                                  default_config=DEFAULT_CONFIG)
     parent = Path(args.output_folder)
     for number, seed in enumerate(args.seeds, start=1):
         print(f"seed {seed} ({number} of {len(args.seeds)}): {parent / f'seed-{seed}'}", file=sys.stderr)
@@ -117,89 +110,16 @@ def main(argv: list[str] | None = None) -> Path:
 
 def train(args: argparse.Namespace) -> Path:
     """One run: ``args.output_folder`` with ``args.seed``."""
-    output = Path(args.output_folder)
+    return train_run(args.output_folder, args.config, run_overrides(args), seed=args.seed, resume=args.resume,
+                     overwrite=args.overwrite, device=args.device, sampler_options=args.sampler_options,
+                     default_config=DEFAULT_CONFIG)
 
-    # Everything is checked before any work starts or any file is written.
-    check_writable(output, "--output-folder", folder=True)
-    if args.resume and not (output / CONFIG_FILE).exists() and not (output / CHECKPOINT_FILE).exists():
-        print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
+
+def run_overrides(args: argparse.Namespace) -> list:
     overrides = [parse_override(text) for text in args.overrides]
     if args.num_batches is not None:
         overrides.append(("num-batches", args.num_batches))
-    config, has_checkpoint = resolve_run_config(
-        output, args.config, overrides, default_config=DEFAULT_CONFIG,
-        seed=args.seed, resume=args.resume, overwrite=args.overwrite,
-    )
-    device = resolve_device(args.device)
-    env = build_env(config)
-
-    prepare_output_folder(output, fresh=not has_checkpoint)
-    atomic_write_json(config, output / CONFIG_FILE)
-
-    keep_freed_memory()
-    torch.manual_seed(config["seed"])
-    policy = make_policy(config, env)
-    baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
-    env.close()
-    metalearner = make_metalearner(config, policy, device)
-    sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
-                               seed=config["seed"], **args.sampler_options)
-
-    with sampler:
-        if sampler.backend == "ray":
-            print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
-        start, counters = 0, {"total_env_steps": 0}
-        if has_checkpoint:
-            start, counters = load_checkpoint(output / CHECKPOINT_FILE, config=config, policy=policy,
-                                              baseline=baseline, sampler=sampler, metalearner=metalearner)
-        num_batches = config["num-batches"]
-        progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
-                        desc=config["env-name"], unit="batch", dynamic_ncols=True)
-        with MetricsLogger(output, start_iteration=start) as logger, progress:
-            for iteration in progress:
-                # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
-                start_time = time.perf_counter()
-                tasks = sampler.sample_tasks(config["meta-batch-size"])
-                if getattr(metalearner, "recurrent", False):
-                    # RL²: trials of several episodes per task, the policy adapting in its state.
-                    trials = metalearner.sample(sampler, tasks, config["gamma"], device)
-                    sampled_time = time.perf_counter()
-                    logs = metalearner.step(trials)
-                    stats = trial_stats(trials)
-                else:
-                    train_episodes, valid_episodes = sampler.sample(
-                        tasks, inner_loop=metalearner.inner_loop,
-                        gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
-                    )
-                    sampled_time = time.perf_counter()
-                    # Outer loop: one TRPO step on the loss of the adapted policies.
-                    logs = metalearner.step(train_episodes, valid_episodes)
-                    stats = episode_stats(train_episodes, valid_episodes)
-                optimized_time = time.perf_counter()
-
-                counters["total_env_steps"] += stats["env_steps"]
-                logger.log({
-                    "iteration": iteration,
-                    **stats,
-                    "total_env_steps": counters["total_env_steps"],
-                    **logs,
-                    "time_sampling": sampled_time - start_time,
-                    "time_optimization": optimized_time - sampled_time,
-                })
-                postfix = {"before": f"{stats['return_before']:.2f}", "after": f"{stats['return_after']:.2f}"}
-                if "success_before" in stats:
-                    postfix["success"] = f"{stats['success_before']:.0%}->{stats['success_after']:.0%}"
-                progress.set_postfix(postfix)
-
-                # The checkpoint comes last: once it is written, the iteration is done.
-                atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
-                            output / POLICY_FILE)
-                save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
-                                baseline=baseline, sampler=sampler, counters=counters, metalearner=metalearner)
-
-    if start >= num_batches:
-        print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do", file=sys.stderr)
-    return output
+    return overrides
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ nothing may be left running.
 """
 
 import gc
+import json
 import os
 import signal
 import subprocess
@@ -499,3 +500,37 @@ def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster):
                 assert torch.equal(getattr(x, name), getattr(y, name)), name
     cluster.add_node(num_cpus=1, object_store_memory=NODE_MEMORY)
     cluster.wait_for_nodes()
+
+
+def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster, tmp_path):
+    """train.py --seeds on Ray: the seeds' runs, trained in chunks on the worker nodes (a head with no CPUs
+    here, so never on the driver's node) and written back here, equal the local runs bit for bit; a stop
+    between chunks resumes, and a finished run is left as it is."""
+    from conftest import write_small_config
+    from scripts import train
+    from test_train import assert_same_policy, load_policy, read_metrics, run
+
+    from maml_rl.config import ConfigError
+
+    config = write_small_config(tmp_path)
+    run(config, tmp_path / "local", "--seeds", "4", "5", "--num-batches", "3")
+
+    ray_args = ["--config", str(config), "--output-folder", str(tmp_path / "ray"), "--seeds", "4", "5",
+                "--backend", "ray", "--ray-address", cluster.address, "--num-workers", "0", "--seed-chunk", "1"]
+    train.main([*ray_args, "--num-batches", "2"])
+    assert [json.loads(line)["iteration"] for line in (tmp_path / "ray" / "seed-4" / "metrics.jsonl")
+            .read_text().splitlines()] == [0, 1]
+    train.main([*ray_args, "--num-batches", "3", "--resume"])
+    for seed in (4, 5):
+        local, remote = tmp_path / "local" / f"seed-{seed}", tmp_path / "ray" / f"seed-{seed}"
+        assert_same_policy(load_policy(remote), load_policy(local))
+        for a, b in zip(read_metrics(remote), read_metrics(local), strict=True):
+            assert {k: v for k, v in a.items() if not k.startswith("time")} == {
+                k: v for k, v in b.items() if not k.startswith("time")}
+    assert not torch.equal(load_policy(tmp_path / "ray" / "seed-4")["sigma"],
+                           load_policy(tmp_path / "ray" / "seed-5")["sigma"])
+    before = (tmp_path / "ray" / "seed-4" / "checkpoint.pt").stat().st_mtime_ns
+    train.main([*ray_args, "--num-batches", "3", "--resume"])
+    assert (tmp_path / "ray" / "seed-4" / "checkpoint.pt").stat().st_mtime_ns == before
+    with pytest.raises(ConfigError, match="already holds a training run"):
+        train.main(ray_args)

@@ -1,0 +1,132 @@
+"""Several seeds of one config side by side on a Ray cluster (``train.py --seeds ... --backend ray``).
+
+Each seed is a run, trained by Ray tasks on whichever node has the CPUs, in
+chunks of ``chunk`` iterations: a task receives the run folder's files (none at
+first), continues the run in a temporary folder on its node with the local
+sampler (exactly as ``--resume`` does), and returns the files, which this
+process writes into ``<output>/seed-<n>``. Nothing needs a shared file system,
+every chunk boundary is a checkpoint on the driver's disk (``--resume``
+continues from there, on Ray or not), and since a resumed run equals an
+uninterrupted one bit for bit, so does a run trained in chunks on any nodes.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from maml_rl.config import ConfigError, load_config
+from maml_rl.runs import (
+    CHECKPOINT_FILE,
+    METRICS_FILE,
+    atomic_write,
+    prepare_output_folder,
+    read_checkpoint,
+    resolve_run_config,
+)
+
+__all__ = ["train_seeds_on_ray"]
+
+
+def _read_folder(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def _write_folder(folder: Path, files: Mapping[str, bytes]) -> None:
+    # The checkpoint last: once it is on disk, the chunk is done (as in train.py's loop).
+    for name in sorted(files, key=lambda name: name == CHECKPOINT_FILE):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda f, data=files[name]: f.write(data))
+
+
+def _train_chunk(files: Mapping[str, bytes], config_text: str | None, seed: int, overrides: Sequence[tuple],
+                 target: int, device: str, num_workers: int | None) -> dict[str, bytes]:
+    """The remote side: continue one run up to ``target`` iterations, from and into files."""
+    from maml_rl.training import train_run
+
+    with tempfile.TemporaryDirectory(prefix="maml_rl-seed-") as tmp:
+        folder = Path(tmp) / "run"
+        folder.mkdir()
+        _write_folder(folder, files)
+        config = None
+        if not files:
+            config = Path(tmp) / "config.yaml"
+            config.write_text(config_text)
+        train_run(folder, config, [*overrides, ("num-batches", target)], seed=seed, resume=bool(files),
+                  device=device, sampler_options={"num_workers": num_workers})
+        return _read_folder(folder)
+
+
+def _iterations(files: Mapping[str, bytes]) -> int:
+    if CHECKPOINT_FILE not in files:
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / CHECKPOINT_FILE
+        path.write_bytes(files[CHECKPOINT_FILE])
+        return int(read_checkpoint(path)["iteration"])
+
+
+def train_seeds_on_ray(output: str | Path, config_path: str | Path | None, seeds: Sequence[int],
+                       overrides: Sequence[tuple] = (), *, resume: bool = False, overwrite: bool = False,
+                       device: str = "cpu", num_workers: int | None = None, ray_address: str | None = None,
+                       cpus_per_seed: int | None = None, chunk: int = 10, default_config: str | Path) -> Path:
+    """Train ``seeds`` side by side on a Ray cluster into ``<output>/seed-<n>`` (see the module's docstring).
+
+    :param cpus_per_seed: CPUs Ray reserves for each seed's task (default 1; its sampler uses them).
+    :param chunk: iterations per task; a task's files come back at its end.
+    :raises ConfigError: the config or a seed's folder is refused (checked for every seed before any work).
+    """
+    from maml_rl.samplers.backends.ray import import_ray
+
+    ray = import_ray()
+    output = Path(output)
+    if chunk < 1:
+        raise ConfigError(f"chunk must be >= 1, got {chunk}")
+    # Every seed's folder and the config are checked here first, as train.py checks one run.
+    start: dict[int, dict[str, bytes]] = {}
+    totals = {}
+    config_text = None
+    for seed in seeds:
+        folder = output / f"seed-{seed}"
+        config, has_checkpoint = resolve_run_config(folder, config_path, list(overrides), default_config=default_config,
+                                                    seed=seed, resume=resume, overwrite=overwrite)
+        totals[seed] = config["num-batches"]
+        start[seed] = _read_folder(folder) if has_checkpoint else {}
+        if not has_checkpoint and config_text is None:
+            path = default_config if config_path is None else config_path
+            load_config(path, overrides)  # the config itself, before its text goes out
+            config_text = Path(path).read_text()
+    if not ray.is_initialized():
+        ray.init(address=ray_address, log_to_driver=True)
+    cpus = cpus_per_seed or 1
+    if num_workers is None:  # the task's own CPUs, not the node's: the sampler in the task, or one worker each
+        num_workers = 0 if cpus == 1 else cpus
+    task = ray.remote(_train_chunk).options(num_cpus=cpus, max_retries=0)
+
+    def submit(seed: int, files: Mapping[str, bytes]):
+        target = min(_iterations(files) + chunk, totals[seed])
+        return task.remote(dict(files), config_text, seed, list(overrides), target, device, num_workers)
+
+    pending = {}
+    for seed in seeds:
+        if _iterations(start[seed]) >= totals[seed]:
+            print(f"seed {seed}: already {totals[seed]} iterations", file=sys.stderr)
+            continue
+        if not start[seed] and (output / f"seed-{seed}").exists():  # --overwrite, or a run killed before its checkpoint
+            prepare_output_folder(output / f"seed-{seed}", fresh=True)
+            (output / f"seed-{seed}" / METRICS_FILE).unlink(missing_ok=True)
+        pending[submit(seed, start[seed])] = seed
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        seed = pending.pop(done[0])
+        files = ray.get(done[0])
+        _write_folder(output / f"seed-{seed}", files)
+        iterations = _iterations(files)
+        print(f"seed {seed}: {iterations} of {totals[seed]} iterations", file=sys.stderr)
+        if iterations < totals[seed]:
+            pending[submit(seed, files)] = seed
+    return output
+

@@ -1,0 +1,128 @@
+"""The training loop of ``train.py``: one run, fresh or resumed, into its folder."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from gymnasium import spaces
+from tqdm import tqdm
+
+from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.config import build_env
+from maml_rl.metalearners import make_metalearner, make_policy
+from maml_rl.runs import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    POLICY_FILE,
+    MetricsLogger,
+    atomic_save,
+    atomic_write_json,
+    check_writable,
+    episode_stats,
+    load_checkpoint,
+    prepare_output_folder,
+    resolve_device,
+    resolve_run_config,
+    save_checkpoint,
+    trial_stats,
+)
+from maml_rl.samplers import MultiTaskSampler
+from maml_rl.utils.memory import keep_freed_memory
+
+__all__ = ["train_run"]
+
+
+def train_run(output: str | Path, config_path: str | Path | None, overrides: Sequence[tuple[str, Any]] = (), *,
+              seed: int | None = None, resume: bool = False, overwrite: bool = False, device: str = "cpu",
+              sampler_options: Mapping[str, Any] | None = None, default_config: str | Path | None = None) -> Path:
+    """One training run into ``output`` (what ``train.py`` does for one seed).
+
+    :param config_path: the YAML config (``None``: the run's own config.json when resuming, else ``default_config``).
+    :param overrides: ``(key, value)`` pairs applied to the config (``num-batches`` may grow on resume).
+    :param sampler_options: keyword arguments of :class:`~maml_rl.samplers.MultiTaskSampler` (workers, backend).
+    :raises ConfigError: anything wrong with the config or the folder, before any work starts.
+    """
+    output = Path(output)
+
+    # Everything is checked before any work starts or any file is written.
+    check_writable(output, "--output-folder", folder=True)
+    if resume and not (output / CONFIG_FILE).exists() and not (output / CHECKPOINT_FILE).exists():
+        print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
+    config, has_checkpoint = resolve_run_config(
+        output, config_path, list(overrides), default_config=default_config,
+        seed=seed, resume=resume, overwrite=overwrite,
+    )
+    device = resolve_device(device)
+    env = build_env(config)
+
+    prepare_output_folder(output, fresh=not has_checkpoint)
+    atomic_write_json(config, output / CONFIG_FILE)
+
+    keep_freed_memory()
+    torch.manual_seed(config["seed"])
+    policy = make_policy(config, env)
+    baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
+    env.close()
+    metalearner = make_metalearner(config, policy, device)
+    sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
+                               seed=config["seed"], **dict(sampler_options or {}))
+
+    with sampler:
+        if sampler.backend == "ray":
+            print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
+        start, counters = 0, {"total_env_steps": 0}
+        if has_checkpoint:
+            start, counters = load_checkpoint(output / CHECKPOINT_FILE, config=config, policy=policy,
+                                              baseline=baseline, sampler=sampler, metalearner=metalearner)
+        num_batches = config["num-batches"]
+        progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
+                        desc=config["env-name"], unit="batch", dynamic_ncols=True)
+        with MetricsLogger(output, start_iteration=start) as logger, progress:
+            for iteration in progress:
+                # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
+                start_time = time.perf_counter()
+                tasks = sampler.sample_tasks(config["meta-batch-size"])
+                if getattr(metalearner, "recurrent", False):
+                    # RL²: trials of several episodes per task, the policy adapting in its state.
+                    trials = metalearner.sample(sampler, tasks, config["gamma"], device)
+                    sampled_time = time.perf_counter()
+                    logs = metalearner.step(trials)
+                    stats = trial_stats(trials)
+                else:
+                    train_episodes, valid_episodes = sampler.sample(
+                        tasks, inner_loop=metalearner.inner_loop,
+                        gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
+                    )
+                    sampled_time = time.perf_counter()
+                    # Outer loop: one TRPO step on the loss of the adapted policies.
+                    logs = metalearner.step(train_episodes, valid_episodes)
+                    stats = episode_stats(train_episodes, valid_episodes)
+                optimized_time = time.perf_counter()
+
+                counters["total_env_steps"] += stats["env_steps"]
+                logger.log({
+                    "iteration": iteration,
+                    **stats,
+                    "total_env_steps": counters["total_env_steps"],
+                    **logs,
+                    "time_sampling": sampled_time - start_time,
+                    "time_optimization": optimized_time - sampled_time,
+                })
+                postfix = {"before": f"{stats['return_before']:.2f}", "after": f"{stats['return_after']:.2f}"}
+                if "success_before" in stats:
+                    postfix["success"] = f"{stats['success_before']:.0%}->{stats['success_after']:.0%}"
+                progress.set_postfix(postfix)
+
+                # The checkpoint comes last: once it is written, the iteration is done.
+                atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
+                            output / POLICY_FILE)
+                save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
+                                baseline=baseline, sampler=sampler, counters=counters, metalearner=metalearner)
+
+    if start >= num_batches:
+        print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do", file=sys.stderr)
+    return output

@@ -30,6 +30,7 @@ from maml_rl.runs import (
     save_checkpoint,
     trial_stats,
 )
+from maml_rl.runs.decline import DeclineMonitor
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.utils.memory import keep_freed_memory
 
@@ -82,6 +83,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
         progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
         with MetricsLogger(output, start_iteration=start) as logger, progress:
+            decline = DeclineMonitor.replay(row["return_after"] for row in logger.history if "return_after" in row)
             for iteration in progress:
                 # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
                 start_time = time.perf_counter()
@@ -104,10 +106,12 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                 optimized_time = time.perf_counter()
 
                 counters["total_env_steps"] += stats["env_steps"]
+                trend, warning = decline.update(stats["return_after"])
                 logger.log({
                     "iteration": iteration,
                     **stats,
                     "total_env_steps": counters["total_env_steps"],
+                    **trend,
                     **logs,
                     "time_sampling": sampled_time - start_time,
                     "time_optimization": optimized_time - sampled_time,
@@ -115,7 +119,11 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                 postfix = {"before": f"{stats['return_before']:.2f}", "after": f"{stats['return_after']:.2f}"}
                 if "success_before" in stats:
                     postfix["success"] = f"{stats['success_before']:.0%}->{stats['success_after']:.0%}"
+                if trend["gain_lost"] >= decline.alert:
+                    postfix["gain_lost"] = f"{trend['gain_lost']:.0%}"
                 progress.set_postfix(postfix)
+                if warning:
+                    progress.write(f"warning: {warning}", file=sys.stderr)
 
                 # The checkpoint comes last: once it is written, the iteration is done.
                 atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},

@@ -105,6 +105,8 @@ class MetricsLogger:
 
     def __init__(self, folder: str | Path, start_iteration: int = 0, tensorboard: bool = True) -> None:
         self.path = Path(folder) / METRICS_FILE
+        #: The records kept from before ``start_iteration`` (a resumed run's past), in order.
+        self.history: list[dict] = []
         self._truncate(start_iteration)
         self._file = open(self.path, "a")
         self.writer = None
@@ -128,6 +130,7 @@ class MetricsLogger:
                 continue  # a line cut short when the run was killed
             if isinstance(record, dict) and record.get("iteration", start_iteration) < start_iteration:
                 kept.append(line + "\n")
+                self.history.append(record)
         atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
 
     def log(self, metrics: Mapping[str, Any]) -> None:

@@ -60,13 +60,10 @@ def _train_chunk(files: Mapping[str, bytes], config_text: str | None, seed: int,
         return _read_folder(folder)
 
 
-def _iterations(files: Mapping[str, bytes]) -> int:
-    if CHECKPOINT_FILE not in files:
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / CHECKPOINT_FILE
-        path.write_bytes(files[CHECKPOINT_FILE])
-        return int(read_checkpoint(path)["iteration"])
+def _iterations(folder: Path) -> int:
+    """The iterations a run folder's checkpoint holds (0 without one)."""
+    path = folder / CHECKPOINT_FILE
+    return int(read_checkpoint(path)["iteration"]) if path.is_file() else 0
 
 
 def train_seeds_on_ray(output: str | Path, config_path: str | Path | None, seeds: Sequence[int],
@@ -107,24 +104,25 @@ def train_seeds_on_ray(output: str | Path, config_path: str | Path | None, seeds
     task = ray.remote(_train_chunk).options(num_cpus=cpus, max_retries=0)
 
     def submit(seed: int, files: Mapping[str, bytes]):
-        target = min(_iterations(files) + chunk, totals[seed])
+        # The files are those of the folder on disk, which holds their checkpoint.
+        target = min(_iterations(output / f"seed-{seed}") + chunk, totals[seed])
         return task.remote(dict(files), config_text, seed, list(overrides), target, device, num_workers)
 
     pending = {}
     for seed in seeds:
-        if _iterations(start[seed]) >= totals[seed]:
-            print(f"seed {seed}: already {totals[seed]} iterations", file=sys.stderr)
-            continue
         if not start[seed] and (output / f"seed-{seed}").exists():  # --overwrite, or a run killed before its checkpoint
             prepare_output_folder(output / f"seed-{seed}", fresh=True)
             (output / f"seed-{seed}" / METRICS_FILE).unlink(missing_ok=True)
+        if _iterations(output / f"seed-{seed}") >= totals[seed]:
+            print(f"seed {seed}: already {totals[seed]} iterations", file=sys.stderr)
+            continue
         pending[submit(seed, start[seed])] = seed
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         seed = pending.pop(done[0])
         files = ray.get(done[0])
         _write_folder(output / f"seed-{seed}", files)
-        iterations = _iterations(files)
+        iterations = _iterations(output / f"seed-{seed}")
         print(f"seed {seed}: {iterations} of {totals[seed]} iterations", file=sys.stderr)
         if iterations < totals[seed]:
             pending[submit(seed, files)] = seed

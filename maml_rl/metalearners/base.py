@@ -56,6 +56,36 @@ class MetaLearner(ABC):
         keys = (*SHARED_KEYS, *cls.hyperparameters)
         return cls(policy, device=device, **{h.argument: config[h.key] for h in keys if h.argument is not None})
 
+    @property
+    def fast_lr(self) -> float:
+        """The inner loop's step size."""
+        return self.inner_loop.fast_lr
+
+    @property
+    def num_steps(self) -> int:
+        """The inner loop's number of gradient steps."""
+        return self.inner_loop.num_steps
+
+    @property
+    def averaging(self) -> str:
+        """How the losses weigh a task's steps, ``"step"`` or ``"episode"``."""
+        return self.inner_loop.averaging
+
+    def check_episodes(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes | None) -> int:
+        """The number of tasks, once the episodes are known to fit :attr:`num_steps` and to cover the same tasks.
+
+        :raises ValueError: saying what does not fit.
+        """
+        if len(train_episodes) != self.num_steps:
+            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}: "
+                             f"give the learner the sampler's number of steps, "
+                             f"{type(self).__name__}(policy, num_steps=...)")
+        num_tasks = len(train_episodes[0])
+        if any(len(step) != num_tasks for step in train_episodes) or \
+                (valid_episodes is not None and len(valid_episodes) != num_tasks):
+            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
+        return num_tasks
+
     @abstractmethod
     def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> "OrderedDict[str, torch.Tensor]":
         """Every task's adapted parameters, stacked ``[K, ...]``, from ``train_episodes[step][task]``."""

@@ -130,21 +130,6 @@ class MAMLTRPO(MetaLearner):
         self.ls_max_steps = int(ls_max_steps)
         self.ls_backtrack_ratio = float(ls_backtrack_ratio)
 
-    @property
-    def fast_lr(self) -> float:
-        """The inner loop's step size."""
-        return self.inner_loop.fast_lr
-
-    @property
-    def num_steps(self) -> int:
-        """The inner loop's number of gradient steps."""
-        return self.inner_loop.num_steps
-
-    @property
-    def averaging(self) -> str:
-        """How the losses weigh a task's steps, ``"step"`` or ``"episode"``."""
-        return self.inner_loop.averaging
-
     # ------------------------------------------------------------------ data
     def task_batch(self, episodes_list: ValidEpisodes) -> TaskBatch:
         """Stack one batch per task into a :class:`~maml_rl.episodes.TaskBatch` on this device."""
@@ -295,11 +280,7 @@ class MAMLTRPO(MetaLearner):
         :raises ValueError: the episodes do not fit :attr:`num_steps` or do not cover the same tasks.
         :raises StaleEpisodesError: ``train_episodes[0]`` were sampled by other parameters than the policy's.
         """
-        if len(train_episodes) != self.num_steps:
-            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}: "
-                             f"give the learner the sampler's number of steps, MAMLTRPO(policy, num_steps=...)")
-        if any(len(step_episodes) != len(valid_episodes) for step_episodes in train_episodes):
-            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
+        self.check_episodes(train_episodes, valid_episodes)
         names = [name for name, _ in self.policy.named_meta_parameters()]
         pre_adaptation = recorded_params(train_episodes[0], names)
         if pre_adaptation is not None:

@@ -31,7 +31,7 @@ from torch.distributions import Distribution
 from maml_rl.adaptation import InnerLoop, inner_step, meta_parameters
 from maml_rl.episodes import TaskBatch
 from maml_rl.hyperparameters import DEFAULTS, PROMP_KEYS
-from maml_rl.losses import clipped_surrogate_loss, mean_kl
+from maml_rl.losses import _flat_observations, clipped_surrogate_loss, mean_kl
 from maml_rl.metalearners.base import (
     MetaLearner,
     StepLogs,
@@ -115,20 +115,12 @@ class ProMP(MetaLearner):
         self.optimizer = torch.optim.Adam([p for _, p in meta_parameters(self.policy)], lr=float(outer_lr))
         self.num_updates = 0
 
-    @property
-    def num_steps(self) -> int:
-        return self.inner_loop.num_steps
-
-    @property
-    def fast_lr(self) -> float:
-        return self.inner_loop.fast_lr
-
     # ------------------------------------------------------------ adaptation
     def _theta(self, num_tasks: int) -> Params:
         return expand_params(OrderedDict(meta_parameters(self.policy)), num_tasks)
 
     def _distribution(self, batch: TaskBatch, params: Params) -> Distribution:
-        return self.policy(batch.observations.reshape(*batch.observations.shape[:2], -1), params=params)
+        return self.policy(_flat_observations(batch.observations, 2), params=params)
 
     def _behaviour(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes | None) -> list[Params]:
         """The parameters that sampled each inner step's episodes, then the valid ones, stacked ``[K, ...]``.
@@ -137,13 +129,7 @@ class ProMP(MetaLearner):
         reached by the sampler's function (:meth:`InnerLoop.sampling_step`); where
         the episodes record theirs, those must be the same bits.
         """
-        if len(train_episodes) != self.num_steps:
-            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}: "
-                             f"give the learner the sampler's number of steps, ProMP(policy, num_steps=...)")
-        num_tasks = len(train_episodes[0])
-        if any(len(step) != num_tasks for step in train_episodes) or \
-                (valid_episodes is not None and len(valid_episodes) != num_tasks):
-            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
+        num_tasks = self.check_episodes(train_episodes, valid_episodes)
         names = [name for name, _ in meta_parameters(self.policy)]
         chain = [OrderedDict((name, p.detach()) for name, p in self._theta(num_tasks).items())]
         for episodes in train_episodes:
@@ -205,7 +191,7 @@ class ProMP(MetaLearner):
             penalty = torch.stack([coef * kl for coef, kl in zip(self.inner_kl_coefs, kls)]).mean()
             return surrogate + penalty, surrogate, kls, pi, log_ratio
 
-        loss_before = math.nan
+        loss_before = clip_fraction = math.nan
         for epoch in range(self.outer_steps):
             total, surrogate, _, _, log_ratio = objective()
             if epoch == 0:
@@ -213,8 +199,9 @@ class ProMP(MetaLearner):
                 if not math.isfinite(total.item()):
                     raise RuntimeError(f"ProMP's objective is not finite ({total.item()}); check the episodes' "
                                        "advantages")
-            clipped = ((log_ratio.detach().exp() - 1).abs() > self.outer_clip).to(valid.weights.dtype)
-            clip_fraction = (clipped * valid.weights).sum(-1).mean().item()
+            if epoch == self.outer_steps - 1:
+                clipped = ((log_ratio.detach().exp() - 1).abs() > self.outer_clip).to(valid.weights.dtype)
+                clip_fraction = (clipped * valid.weights).sum(-1).mean().item()
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
             self.optimizer.step()

@@ -534,3 +534,9 @@ def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster
     assert (tmp_path / "ray" / "seed-4" / "checkpoint.pt").stat().st_mtime_ns == before
     with pytest.raises(ConfigError, match="already holds a training run"):
         train.main(ray_args)
+    # --overwrite over finished runs trains them again from scratch (new files), to the same bits.
+    train.main([*ray_args, "--num-batches", "3", "--overwrite", "--seed-chunk", "3"])
+    assert (tmp_path / "ray" / "seed-4" / "checkpoint.pt").stat().st_mtime_ns != before
+    for seed in (4, 5):
+        assert_same_policy(load_policy(tmp_path / "ray" / f"seed-{seed}"), load_policy(tmp_path / "local" / f"seed-{seed}"))
+        assert [row["iteration"] for row in read_metrics(tmp_path / "ray" / f"seed-{seed}")] == [0, 1, 2]

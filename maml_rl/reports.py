@@ -21,6 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from maml_rl.plotting import load_metrics
+
 __all__ = ["Run", "Summary", "ReportError", "load_run", "summarise", "compare", "curves", "format_report"]
 
 
@@ -81,11 +83,11 @@ def load_run(folder: str | Path, results: str = "results.npz") -> Run:
             raise ReportError(f"{folder}: no {path.name}; it is written by {how}")
     try:
         config = json.loads(config_path.read_text())
-        rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+        columns = load_metrics(metrics_path)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReportError(f"{folder}: config.json or metrics.jsonl is not valid JSON ({exc})") from None
-    if not rows:
-        raise ReportError(f"{metrics_path}: no iteration logged yet")
+    except ValueError:
+        raise ReportError(f"{metrics_path}: no iteration logged yet") from None
     try:
         with np.load(results_path, allow_pickle=False) as data:
             after = np.asarray(data["valid_returns"], dtype=float)
@@ -95,11 +97,10 @@ def load_run(folder: str | Path, results: str = "results.npz") -> Run:
         raise ReportError(f"{results_path}: not a results file of test.py ({exc}); rerun test.py") from None
     if not (np.isfinite(after).all() and np.isfinite(before).all()):
         raise ReportError(f"{results_path}: returns are not finite")
-    try:
-        curve = np.array([row["return_after"] for row in rows], dtype=float)
-        env_steps = np.array([row["total_env_steps"] for row in rows], dtype=float)
-    except KeyError as exc:
-        raise ReportError(f"{metrics_path}: rows lack {exc}") from None
+    missing = {"return_after", "total_env_steps"} - set(columns)
+    if missing:
+        raise ReportError(f"{metrics_path}: rows lack {', '.join(sorted(missing))}")
+    curve, env_steps = columns["return_after"], columns["total_env_steps"]
     return Run(folder, str(config["env-name"]), str(config.get("algorithm", "maml-trpo")), config.get("seed"),
                float(after.mean()), float(before.mean()), None if success is None else float(success.mean()),
                env_steps, curve)

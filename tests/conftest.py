@@ -19,6 +19,7 @@ import yaml
 MODULE_MARKERS = {
     "test_ray_backend.py": ("ray", "slow", "processes"),
     "test_metaworld.py": ("metaworld", "slow"),
+    "test_metaworld_fast.py": ("metaworld", "slow"),
     "test_sampler_processes.py": ("processes",),
     "test_sampler_failures.py": ("processes",),
 }

@@ -18,6 +18,12 @@ that class's env (about 30 ms), evicting the least recently used one.
 
 Every episode succeeds if ``info["success"]`` is set at any of its steps;
 the sampler carries ``success`` by default (``info_keys``).
+
+With ``fast=True`` (the default) each task class is stepped through
+``maml_rl.envs.metaworld_fast``: the same observations, rewards and infos, bit
+for bit, in 40-70% less CPU time (docs/benchmarks.md). ``fast=False`` steps
+Meta-World's own classes. The fast path turns itself off, with one log line
+saying why, on a Meta-World version it was not checked against.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import gymnasium as gym
 import numpy as np
 
 from maml_rl.envs.meta_env import MetaEnv
+from maml_rl.envs.metaworld_fast import fast_class, unavailable_reason
 
 try:
     import metaworld
@@ -98,6 +105,11 @@ def benchmark_tasks(benchmark: str, env_name: str | None, seed: int) -> dict[str
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _log_fast_path_off() -> None:
+    logger.warning("Meta-World fast path off, stepping Meta-World's own envs: %s", unavailable_reason())
+
+
 def _metaworld_task(env_name: str, rand_vec: np.ndarray) -> "metaworld.Task":
     """The ``metaworld.Task`` Meta-World's ``_make_tasks`` builds for this goal of an ML benchmark."""
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[env_name]
@@ -119,6 +131,8 @@ class MetaWorldEnv(gym.Env, MetaEnv):
     :param benchmark_seed: seed of Meta-World's goal lists (``ML1(name, seed)``);
         keep it fixed to compare runs.
     :param max_cached_envs: live Meta-World envs kept per slot for switching classes.
+    :param fast: step the task classes through ``maml_rl.envs.metaworld_fast``
+        (same bits, less CPU time); ``False`` steps Meta-World's own classes.
     """
 
     metadata = {"render_modes": []}
@@ -128,7 +142,8 @@ class MetaWorldEnv(gym.Env, MetaEnv):
     splits = SPLITS
 
     def __init__(self, benchmark: str = "ML1", env_name: str | None = None, split: str = "train",
-                 reward_function_version: str = "v2", benchmark_seed: int = 0, max_cached_envs: int = 1):
+                 reward_function_version: str = "v2", benchmark_seed: int = 0, max_cached_envs: int = 1,
+                 fast: bool = True):
         super().__init__()
         if benchmark not in BENCHMARKS:
             raise ValueError(f"benchmark must be one of {BENCHMARKS}, got {benchmark!r}")
@@ -149,7 +164,10 @@ class MetaWorldEnv(gym.Env, MetaEnv):
             raise ValueError(f"max_cached_envs must be a positive int, got {max_cached_envs!r}")
         if isinstance(benchmark_seed, bool) or not isinstance(benchmark_seed, int):
             raise ValueError(f"benchmark_seed must be an int, got {benchmark_seed!r}")
+        if not isinstance(fast, bool):
+            raise ValueError(f"fast must be true or false, got {fast!r}")
         self.benchmark, self.env_name, self.split = benchmark, env_name, split
+        self.fast = fast
         self.reward_function_version = reward_function_version
         self.benchmark_seed = benchmark_seed
         self.max_cached_envs = max_cached_envs
@@ -223,9 +241,19 @@ class MetaWorldEnv(gym.Env, MetaEnv):
         while len(self._envs) >= self.max_cached_envs:
             _, old = self._envs.popitem(last=False)
             old.close()
-        env = self.task_classes[env_name](reward_function_version=self.reward_function_version)
+        env = self._class_for(env_name)(reward_function_version=self.reward_function_version)
         self._envs[env_name] = env
         return env
+
+    def _class_for(self, env_name: str) -> type:
+        cls = self.task_classes[env_name]
+        if not self.fast:
+            return cls
+        fast = fast_class(cls)
+        if fast is None:
+            _log_fast_path_off()
+            return cls
+        return fast
 
     # -- gymnasium ----------------------------------------------------------
 

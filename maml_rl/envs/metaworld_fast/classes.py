@@ -1,0 +1,110 @@
+"""Fast subclasses of Meta-World's task classes.
+
+``fast_class(cls)`` returns a subclass of ``cls`` (same name, so Meta-World's
+``task_name`` is unchanged) in which:
+
+* the base-class methods that ``base.FAST_METHODS`` replaces are replaced,
+  where ``cls`` inherits them from ``SawyerXYZEnv`` unchanged (a method the
+  task class overrides keeps its own code);
+* the task class's own methods are the same code objects with other globals:
+  ``reward_utils`` (and a directly imported ``tolerance``) is
+  ``reward_utils.module``, SciPy's ``Rotation`` is ``FastRotation``, and
+  ``np`` is ``numpy_norm.module`` (NumPy with a faster ``linalg.norm``). Nothing
+  of Meta-World is modified: its module, classes and functions stay as
+  installed, so a plain Meta-World env in the same process is untouched.
+
+It returns ``None``, with the reason, for a Meta-World version this was not
+checked against.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import inspect
+import sys
+import types
+
+import numpy as np
+from metaworld.sawyer_xyz_env import SawyerXYZEnv
+from metaworld.utils import reward_utils as _reward_utils
+from scipy.spatial.transform import Rotation
+
+from maml_rl.envs.metaworld_fast import numpy_norm, reward_utils
+from maml_rl.envs.metaworld_fast.base import FAST_METHODS
+from maml_rl.envs.metaworld_fast.rotation import FastRotation
+
+__all__ = ["CHECKED_VERSIONS", "fast_class", "unavailable_reason"]
+
+#: Meta-World versions whose 50 v3 classes tests/test_metaworld_fast.py compares bit for bit.
+CHECKED_VERSIONS = ("3.1.1",)
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable_reason() -> str | None:
+    """Why the fast path is off in this process, or ``None``."""
+    try:
+        version = importlib.metadata.version("metaworld")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    if version not in CHECKED_VERSIONS:
+        return (f"metaworld {version} is not one of the versions its exactness was checked on "
+                f"({', '.join(CHECKED_VERSIONS)})")
+    return None
+
+
+def _globals_for(module: types.ModuleType) -> dict:
+    namespace = dict(vars(module))
+    for name, value in vars(module).items():
+        if value is _reward_utils:
+            namespace[name] = reward_utils.module
+        elif value is _reward_utils.tolerance:
+            namespace[name] = reward_utils.tolerance
+        elif value is Rotation:
+            namespace[name] = FastRotation
+        elif value is np:
+            namespace[name] = numpy_norm.module
+    return namespace
+
+
+def _rebind(function, namespace: dict):
+    if not isinstance(function, types.FunctionType):
+        return function
+    copy = types.FunctionType(function.__code__, namespace, function.__name__, function.__defaults__,
+                              function.__closure__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__dict__.update(function.__dict__)
+    copy.__qualname__, copy.__doc__ = function.__qualname__, function.__doc__
+    return copy
+
+
+def _rebound(attr, namespace: dict):
+    if isinstance(attr, types.FunctionType):
+        return _rebind(attr, namespace)
+    if isinstance(attr, property):
+        return property(*(_rebind(f, namespace) if f else None for f in (attr.fget, attr.fset, attr.fdel)),
+                        attr.__doc__)
+    if isinstance(attr, staticmethod):
+        return staticmethod(_rebind(attr.__func__, namespace))
+    if isinstance(attr, classmethod):
+        return classmethod(_rebind(attr.__func__, namespace))
+    return None  # data, cached_property, ...: inherited from cls as they are
+
+
+@functools.lru_cache(maxsize=None)
+def fast_class(cls: type) -> type | None:
+    """The fast subclass of the Meta-World task class ``cls``, or ``None`` (see ``unavailable_reason``)."""
+    if unavailable_reason() is not None or not issubclass(cls, SawyerXYZEnv):
+        return None
+    namespace: dict = {"__module__": __name__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+    for name, method in FAST_METHODS.items():
+        if inspect.getattr_static(cls, name) is inspect.getattr_static(SawyerXYZEnv, name):
+            namespace[name] = method
+    task_globals = _globals_for(sys.modules[cls.__module__])
+    for name, attr in vars(cls).items():
+        if name.startswith("__") and name != "__init__":
+            continue
+        copy = _rebound(attr, task_globals)
+        if copy is not None:
+            namespace[name] = copy
+    return type(cls.__name__, (cls,), namespace)

@@ -1,55 +1,82 @@
-"""Env-steps/s of Meta-World ML10 through MultiTaskSampler against gymnasium's vector envs.
+"""Meta-World env steps per second and per CPU-second: the sampler's fast path against its peers.
 
 Every contender steps the same N = ``--tasks`` x ``--batch-size`` Meta-World
-envs, each set to one of the same ML10 train goals (several task classes),
-for ``--horizon`` steps (Meta-World's 500 by default) from a reset,
-evaluating the same policy (``NormalMLPPolicy(39, 4, (100, 100))``, as the
-configs, under ``torch.no_grad``) on all N observations at every step and
-recording observations, actions and rewards:
+envs (one class, or the ML10 train mix where task k is a goal of class k % 10)
+for ``--horizon`` steps from a reset, and all but ``physics`` evaluate the same
+MLP policy (39 -> 100 -> 100 -> 4, tanh, as the configs) on all N observations
+at every step:
 
-* ``sampler``: ``MultiTaskSampler.sample(tasks, num_steps=0)`` end to end
-  (reset_task, reset, rollout, episodes with success, advantages) with
-  ``--workers`` ChildEnv processes; ``sampler-partial`` the same in partial
-  mode; ``in-process`` with ``num_workers=0``.
-* ``sync``: gymnasium ``SyncVectorEnv`` of the N Meta-World envs (Meta-World's
-  own classes with ``set_task``, in a ``TimeLimit``), one process.
-* ``async``: gymnasium ``AsyncVectorEnv(shared_memory=True)`` of the same,
-  one process per env, started with fork.
+* ``fast``: ``MultiTaskSampler.sample(tasks, num_steps=0)`` end to end with
+  ``--workers`` processes, Meta-World stepped through ``maml_rl.envs.metaworld_fast``;
+* ``plain``: the same with ``fast=False``: Meta-World's own classes;
+* ``sync``: gymnasium ``SyncVectorEnv`` of Meta-World's own envs (class,
+  ``set_task``, ``TimeLimit``) in a separate process that never imports
+  ``maml_rl`` (its only change to Meta-World is the weld fix MuJoCo >= 3.17
+  needs, the same 11 numbers as ``maml_rl.envs.metaworld``'s shim);
+* ``envpool``: envpool's native C++ port (``MetaWorld/<Class>-v3``), N envs on
+  ``--workers`` threads, one pool per class (it draws goals itself, so the
+  goals differ from the others');
+* ``physics``: the ceiling, only MuJoCo's calls of a Meta-World step
+  (``mj_step`` x frame_skip, ``mj_rnePostConstraint``, ``mj_forward``) on
+  the same models, in one thread.
 
-The tasks stay the same in every round, so no slot switches class (the
-sampler pays for switching in real training, the peers would too). The
-machine is shared: contenders run interleaved (the order rotates every
-round); the script prints the median steps/s of each and, per pair, the
-median of the per-round ratios with its range.
+CPU time counts every process and thread of a contender (the sampler's
+workers, envpool's threads). The machine is shared: contenders run
+interleaved, the order rotating every round; the script prints the median of
+each and, per pair, the median of the per-round ratios with its range.
 
 Usage::
 
-    python benchmarks/metaworld_throughput.py              # 10 tasks x 2 episodes, horizon 500, 3 rounds
-    python benchmarks/metaworld_throughput.py --quick      # smoke check
+    python benchmarks/metaworld_throughput.py                      # reach, push, pick-place, ML10; 3 rounds
+    python benchmarks/metaworld_throughput.py --scenarios ml10 --rounds 5
+    python benchmarks/metaworld_throughput.py --quick              # smoke check
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import functools
+import importlib.metadata
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
-import gymnasium as gym
 import numpy as np
 import torch
 
-import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.envs.metaworld import _metaworld_task, benchmark_tasks
+from maml_rl.envs import make_env
+from maml_rl.envs.metaworld import benchmark_tasks
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
 
 OBS, ACT, HIDDEN = 39, 4, (100, 100)
+SCENARIOS = {"reach": "reach-v3", "push": "push-v3", "pick-place": "pick-place-v3", "ml10": None}
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of ``root`` and its live descendants (all their threads), from /proc."""
+    parents, times = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+            times[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICK
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += times.get(pid, 0.0)
+        stack += [child for child, parent in parents.items() if parent == pid]
+    return total
 
 
 def make_policy() -> NormalMLPPolicy:
@@ -57,124 +84,254 @@ def make_policy() -> NormalMLPPolicy:
     return NormalMLPPolicy(OBS, ACT, hidden_sizes=HIDDEN)
 
 
-def metaworld_env(env_name: str, rand_vec: np.ndarray, horizon: int) -> gym.Env:
-    """A Meta-World env as its users build one: the class, ``set_task``, a ``TimeLimit``."""
-    import metaworld.env_dict
+def scenario_tasks(scenario: str, n_tasks: int) -> list[dict]:
+    name = SCENARIOS[scenario]
+    if name is None:
+        goals = benchmark_tasks("ML10", None, 0)["train"]
+        per_class: dict[str, list] = {}
+        for env_name, rand_vec in goals:
+            per_class.setdefault(env_name, []).append(rand_vec)
+        names = list(per_class)
+        picks = [(names[k % len(names)], per_class[names[k % len(names)]][k // len(names)]) for k in range(n_tasks)]
+        benchmark = "ML10"
+    else:
+        picks = [(name, rand_vec) for _, rand_vec in benchmark_tasks("ML1", name, 0)["train"][:n_tasks]]
+        benchmark = "ML1"
+    return [{"benchmark": benchmark, "split": "train", "env_name": env_name, "index": -1, "rand_vec": rand_vec}
+            for env_name, rand_vec in picks]
 
-    env = metaworld.env_dict.ALL_V3_ENVIRONMENTS[env_name]()
-    env.set_task(_metaworld_task(env_name, rand_vec))
-    return gym.wrappers.TimeLimit(env, max_episode_steps=horizon)
+
+def env_id(scenario: str) -> str:
+    name = SCENARIOS[scenario]
+    return "MetaWorld-ML10-v3" if name is None else f"MetaWorld-ML1-{name}"
 
 
 class SamplerContender:
-    def __init__(self, key, tasks, batch_size, horizon, **kwargs):
+    def __init__(self, key, scenario, tasks, batch_size, horizon, workers, fast):
         self.key, self.tasks = key, tasks
-        self.sampler = MultiTaskSampler("MetaWorld-ML10-v3", {"max_episode_steps": horizon}, batch_size, make_policy(),
-                                        LinearFeatureBaseline(OBS), seed=1, **kwargs)
+        env_fn = make_env(env_id(scenario), max_episode_steps=horizon, fast=fast)
+        self.sampler = MultiTaskSampler(None, None, batch_size, make_policy(), LinearFeatureBaseline(OBS),
+                                        env_fn=env_fn, seed=1, num_workers=workers)
 
     def run(self):
-        start = time.perf_counter()
+        cpu, start = tree_cpu_seconds(os.getpid()), time.perf_counter()
         _, episodes = self.sampler.sample(self.tasks, num_steps=0)
-        return time.perf_counter() - start, sum(int(batch.lengths.sum()) for batch in episodes)
+        wall = time.perf_counter() - start
+        return wall, tree_cpu_seconds(os.getpid()) - cpu, sum(int(batch.lengths.sum()) for batch in episodes)
 
     def close(self):
         self.sampler.close()
 
 
-class VectorContender:
-    def __init__(self, key, tasks, batch_size, horizon):
+# The peer's whole program: Meta-World, gymnasium and torch, nothing of maml_rl.
+PRISTINE = r'''
+import json, pickle, sys, time
+import gymnasium as gym, mujoco, numpy as np, torch
+import metaworld, metaworld.env_dict, metaworld.sawyer_xyz_env as sx
+assert "maml_rl" not in sys.modules
+if getattr(mujoco, "mjNEQDATA", 11) != 11:  # MuJoCo >= 3.17: 12 numbers per weld row, Meta-World writes 11
+    def reset_mocap_welds(self):
+        if self.model.nmocap > 0 and self.model.eq_data is not None:
+            for i in range(self.model.eq_data.shape[0]):
+                if self.model.eq_type[i] == mujoco.mjtEq.mjEQ_WELD:
+                    self.model.eq_data[i, :11] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 5.0]
+    sx.SawyerMocapBase.reset_mocap_welds = reset_mocap_welds
+spec = json.loads(sys.stdin.readline())
+torch.set_num_threads(1)
+
+def make(name, rand_vec):
+    def thunk():
+        cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
+        env = cls()
+        data = {"rand_vec": np.array(rand_vec), "env_cls": cls, "partially_observable": True}
+        env.set_task(metaworld.Task(env_name=name, data=pickle.dumps(data)))
+        return gym.wrappers.TimeLimit(env, max_episode_steps=spec["horizon"])
+    return thunk
+
+envs = gym.vector.SyncVectorEnv([make(n, r) for n, r in spec["envs"]])
+torch.manual_seed(0)
+policy = torch.nn.Sequential(torch.nn.Linear(39, 100), torch.nn.Tanh(), torch.nn.Linear(100, 100), torch.nn.Tanh(),
+                             torch.nn.Linear(100, 4))
+generator = torch.Generator().manual_seed(0)
+n, horizon = len(spec["envs"]), spec["horizon"]
+print("ready", flush=True)
+for line in sys.stdin:
+    cpu, start = time.process_time(), time.perf_counter()
+    observations = envs.reset(seed=0)[0]
+    with torch.no_grad():
+        for t in range(horizon):
+            mean = policy(torch.as_tensor(observations, dtype=torch.float32))
+            actions = (mean + torch.randn((n, 4), generator=generator)).numpy()
+            observations, rewards, _, _, _ = envs.step(actions)
+    print(json.dumps([time.perf_counter() - start, time.process_time() - cpu, n * horizon]), flush=True)
+'''
+
+
+class SyncContender:
+    def __init__(self, key, scenario, tasks, batch_size, horizon, workers):
+        self.key = key
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
+        self.process = subprocess.Popen([sys.executable, "-c", PRISTINE], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env=env, cwd="/")
+        spec = {"horizon": horizon, "envs": [(t["env_name"], t["rand_vec"].tolist()) for t in tasks
+                                             for _ in range(batch_size)]}
+        self.process.stdin.write(json.dumps(spec) + "\n")
+        self.process.stdin.flush()
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("the pristine Meta-World process did not start")
+
+    def run(self):
+        self.process.stdin.write("run\n")
+        self.process.stdin.flush()
+        return tuple(json.loads(self.process.stdout.readline()))
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def envpool_name(name: str) -> str:
+    return "MetaWorld/" + "".join(part.capitalize() for part in name[:-3].split("-")) + "-v3"
+
+
+class EnvpoolContender:
+    """One envpool per class, stepped one after another, each on ``workers`` threads."""
+
+    def __init__(self, key, scenario, tasks, batch_size, horizon, workers):
+        import envpool
+
         self.key, self.horizon = key, horizon
-        fns = [functools.partial(metaworld_env, t["env_name"], t["rand_vec"], horizon)
-               for t in tasks for _ in range(batch_size)]
-        self.n = len(fns)
-        self.env = (gym.vector.SyncVectorEnv(fns) if key == "sync"
-                    else gym.vector.AsyncVectorEnv(fns, shared_memory=True, context="fork"))
+        counts: dict[str, int] = {}
+        for t in tasks:
+            counts[t["env_name"]] = counts.get(t["env_name"], 0) + batch_size
+        self.pools = [envpool.make(envpool_name(name), env_type="gymnasium", num_envs=count,
+                                   num_threads=min(workers, count), seed=0, max_episode_steps=horizon)
+                      for name, count in counts.items()]
+        self.n = sum(counts.values())
         self.policy = make_policy()
         self.generator = torch.Generator().manual_seed(0)
-        self.observations = np.zeros((horizon + 1, self.n, OBS), np.float32)
-        self.actions = np.zeros((horizon, self.n, ACT), np.float32)
-        self.rewards = np.zeros((horizon, self.n), np.float32)
 
     @torch.no_grad()
     def run(self):
-        start = time.perf_counter()
-        noise = torch.randn((self.horizon, self.n, ACT), generator=self.generator)
-        self.observations[0] = self.env.reset(seed=0)[0]
-        for t in range(self.horizon):
-            base = self.policy(torch.from_numpy(self.observations[t])).base_dist
-            actions = (base.loc + base.scale * noise[t]).numpy()
-            self.actions[t] = actions
-            observation, reward, _, _, _ = self.env.step(actions)
-            self.observations[t + 1] = observation
-            self.rewards[t] = reward
-        return time.perf_counter() - start, self.n * self.horizon
+        cpu, start = time.process_time(), time.perf_counter()
+        observations = [pool.reset()[0] for pool in self.pools]
+        for _ in range(self.horizon):
+            batch = torch.as_tensor(np.concatenate(observations), dtype=torch.float32)
+            actions = self.policy(batch).sample().numpy()
+            offset = 0
+            for k, pool in enumerate(self.pools):
+                count = len(observations[k])
+                observations[k] = pool.step(actions[offset:offset + count])[0]
+                offset += count
+        return time.perf_counter() - start, time.process_time() - cpu, self.n * self.horizon
 
     def close(self):
-        self.env.close()
+        for pool in self.pools:
+            pool.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=2)
-    parser.add_argument("--horizon", type=int, default=500)
-    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="5 tasks x 2, horizon 50, 2 rounds")
-    args = parser.parse_args()
-    if args.quick:
-        args.tasks, args.horizon, args.rounds = 5, 50, 2
-    torch.set_num_threads(1)  # as the sampler does during a rollout
+class PhysicsContender:
+    """Only MuJoCo's calls of a Meta-World step, on the envs' own models and data (one thread)."""
 
-    train = benchmark_tasks("ML10", None, 0)["train"]
-    # Every class in turn: task k is goal k // 10 of class k % 10.
-    per_class = {}
-    for name, rand_vec in train:
-        per_class.setdefault(name, []).append(rand_vec)
-    names = list(per_class)
-    tasks = [{"benchmark": "ML10", "split": "train", "env_name": names[k % len(names)], "index": -1,
-              "rand_vec": per_class[names[k % len(names)]][k // len(names)]} for k in range(args.tasks)]
+    def __init__(self, key, scenario, tasks, batch_size, horizon, workers):
+        import mujoco
+
+        from maml_rl.envs.metaworld import MetaWorldEnv
+
+        self.key, self.horizon, self.mujoco = key, horizon, mujoco
+        self.envs = []
+        for t in tasks:
+            for _ in range(batch_size):
+                env = MetaWorldEnv(t["benchmark"], t["env_name"] if t["benchmark"] == "ML1" else None, fast=False)
+                env.reset_task(t)
+                env.reset()
+                self.envs.append(env._env)
+        self.actions = np.random.default_rng(0).uniform(-1, 1, (horizon, len(self.envs), 4))
+
+    def run(self):
+        mj = self.mujoco
+        for env in self.envs:
+            env.reset()
+        cpu, start = time.process_time(), time.perf_counter()
+        for t in range(self.horizon):
+            for k, env in enumerate(self.envs):
+                action = self.actions[t, k]  # moves the hand as Meta-World's set_xyz_action does
+                env.data.mocap_pos[0] = np.clip(env.data.mocap_pos[0] + 0.01 * action[:3], env.mocap_low,
+                                                env.mocap_high)
+                env.data.ctrl[:] = (action[3], -action[3])
+                mj.mj_step(env.model, env.data, nstep=env.frame_skip)
+                mj.mj_rnePostConstraint(env.model, env.data)
+                mj.mj_forward(env.model, env.data)
+        return time.perf_counter() - start, time.process_time() - cpu, len(self.envs) * self.horizon
+
+    def close(self):
+        pass
+
+
+def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
+    tasks = scenario_tasks(scenario, args.tasks)
     n = args.tasks * args.batch_size
-    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {os.cpu_count()} CPUs "
-          f"({len(os.sched_getaffinity(0))} usable), python {platform.python_version()}, torch {torch.__version__}")
-    import importlib.metadata
-
-    import mujoco
-
-    print(f"# Meta-World {importlib.metadata.version('metaworld')}, MuJoCo {mujoco.__version__}; "
-          f"ML10 train goals of {len({t['env_name'] for t in tasks})} classes; N = {args.tasks} tasks x "
-          f"{args.batch_size} = {n} envs, horizon {args.horizon}, {args.workers} sampler workers")
-    print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
-
-    contenders = [
-        SamplerContender("sampler", tasks, args.batch_size, args.horizon, num_workers=args.workers),
-        SamplerContender("sampler-partial", tasks, args.batch_size, args.horizon, num_workers=args.workers, partial=True),
-        SamplerContender("in-process", tasks, args.batch_size, args.horizon, num_workers=0),
-        VectorContender("sync", tasks, args.batch_size, args.horizon),
-        VectorContender("async", tasks, args.batch_size, args.horizon),
-    ]
-    rates = {c.key: [] for c in contenders}
+    classes = sorted({t["env_name"] for t in tasks})
+    print(f"\n## {scenario}: {len(classes)} class(es), N = {args.tasks} tasks x {args.batch_size} = {n} envs, "
+          f"horizon {args.horizon}, {args.workers} workers/threads", flush=True)
+    common = (scenario, tasks, args.batch_size, args.horizon, args.workers)
+    contenders = [SamplerContender("fast", *common, fast=True), SamplerContender("plain", *common, fast=False),
+                  SyncContender("sync", *common)]
+    if not args.no_envpool:
+        contenders.append(EnvpoolContender("envpool", *common))
+    contenders.append(PhysicsContender("physics", *common))
+    rates = {c.key: {"steps/s": [], "steps/cpu-s": []} for c in contenders}
     try:
         for c in contenders:
             c.run()  # warm-up: pools started, first resets done
         for r in range(args.rounds):
             order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
             for c in order:
-                seconds, steps = c.run()
-                rates[c.key].append(steps / seconds)
-            print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()),
-                  flush=True)
+                wall, cpu, steps = c.run()
+                rates[c.key]["steps/s"].append(steps / wall)
+                rates[c.key]["steps/cpu-s"].append(steps / cpu)
+            print(f"round {r + 1}/{args.rounds} (steps/s, steps/cpu-s): " + ", ".join(
+                f"{k} {v['steps/s'][-1]:,.0f} {v['steps/cpu-s'][-1]:,.0f}" for k, v in rates.items()), flush=True)
     finally:
         for c in contenders:
             c.close()
-    print("\ncontender        median env steps/s")
+    print(f"\n{'contender':10s} {'steps/s':>10s} {'steps/cpu-s':>12s}   (medians)")
     for key, values in rates.items():
-        print(f"{key:16s} {statistics.median(values):12,.0f}")
-    print("\nratio (median of per-round ratios [min, max])")
-    for mine in ("sampler", "sampler-partial", "in-process"):
-        for peer in ("sync", "async"):
-            ratios = [a / b for a, b in zip(rates[mine], rates[peer])]
-            print(f"{mine:16s} / {peer:5s}  {statistics.median(ratios):5.2f}x [{min(ratios):.2f}, {max(ratios):.2f}]")
+        print(f"{key:10s} {statistics.median(values['steps/s']):10,.0f} {statistics.median(values['steps/cpu-s']):12,.0f}")
+    print("\nratio, median of per-round ratios [min, max]   steps/s                steps/cpu-s")
+    for peer in [k for k in rates if k != "fast"]:
+        cells = []
+        for metric in ("steps/s", "steps/cpu-s"):
+            ratios = [a / b for a, b in zip(rates["fast"][metric], rates[peer][metric])]
+            cells.append(f"{statistics.median(ratios):5.2f}x [{min(ratios):.2f}, {max(ratios):.2f}]")
+        print(f"fast / {peer:8s} {cells[0]:>28s}   {cells[1]:>22s}")
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenarios", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS))
+    parser.add_argument("--tasks", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--horizon", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-envpool", action="store_true", help="leave envpool out (pip install envpool)")
+    parser.add_argument("--quick", action="store_true", help="5 tasks x 2, horizon 50, 2 rounds")
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.horizon, args.rounds = 5, 50, 2
+    torch.set_num_threads(1)  # as the sampler does during a rollout
+    import mujoco
+
+    envpool_version = "not used" if args.no_envpool else importlib.metadata.version("envpool")
+    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {os.cpu_count()} CPUs "
+          f"({len(os.sched_getaffinity(0))} usable), python {platform.python_version()}, torch {torch.__version__}")
+    print(f"# Meta-World {importlib.metadata.version('metaworld')}, MuJoCo {mujoco.__version__}, "
+          f"envpool {envpool_version}")
+    print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
+    for scenario in args.scenarios:
+        run_scenario(scenario, args)
 
 
 if __name__ == "__main__":

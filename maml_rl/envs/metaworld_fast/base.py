@@ -38,6 +38,7 @@ _clip = getattr(getattr(np, "_core", None), "umath", None)
 _clip = getattr(_clip, "clip", None) or np.clip
 _MOCAP_QUAT = np.array([1, 0, 1, 0])
 _XZ = np.array([0, 2])
+_ZEROS = np.zeros(64)
 _NO_INFO_ON_EXCEPTION = {
     "success": False, "near_object": 0.0, "grasp_success": False, "grasp_reward": 0.0,
     "in_place_reward": 0.0, "obj_to_target": 0.0, "unscaled_reward": 0.0,
@@ -64,7 +65,9 @@ def _views(env) -> _Views:
 
 
 def _body_xpos(env, name: str) -> np.ndarray:
-    views = _views(env)
+    views = env.__dict__.get("_fast_views")
+    if views is None or views.data is not env.data:
+        views = _views(env)
     xpos = views.body.get(name)
     if xpos is None:
         xpos = views.body[name] = env.data.body(name).xpos
@@ -72,7 +75,9 @@ def _body_xpos(env, name: str) -> np.ndarray:
 
 
 def _site_xpos(env, name: str) -> np.ndarray:
-    views = _views(env)
+    views = env.__dict__.get("_fast_views")
+    if views is None or views.data is not env.data:
+        views = _views(env)
     xpos = views.site.get(name)
     if xpos is None:
         xpos = views.site[name] = env.data.site(name).xpos
@@ -86,8 +91,6 @@ def _geom_id(env, name: str) -> int:
         gid = views.geom_ids[name] = env.data.geom(name).id
     return gid
 
-
-# -- positions ----------------------------------------------------------------
 
 def get_body_com(self, body_name):
     return _body_xpos(self, body_name)
@@ -128,19 +131,19 @@ def _get_curr_obs_combined_no_goal(self):
     n = len(obj_pos) // 3
     if n == 0 or n != len(obj_quat) // 4 or 7 * n > self._obs_obj_max_len:
         return SawyerXYZEnv._get_curr_obs_combined_no_goal(self)  # Meta-World's own error or result
-    obs = np.zeros(4 + self._obs_obj_max_len)
-    obs[0:3] = pos_hand
-    obs[3] = gripper
-    for i in range(n):  # (pos, quat) of each object, as np.split + np.hstack lay them out
-        obs[4 + 7 * i: 7 + 7 * i] = obj_pos[3 * i: 3 * i + 3]
-        obs[7 + 7 * i: 11 + 7 * i] = obj_quat[4 * i: 4 * i + 4]
-    return obs
+    # (pos, quat) of each object, as np.split + np.hstack lay them out, then zeros: written into
+    # float64 zeros by Meta-World, concatenated here (every part is converted to float64 alike).
+    parts = [pos_hand, (gripper,)]
+    for i in range(n):
+        parts += (obj_pos[3 * i: 3 * i + 3], obj_quat[4 * i: 4 * i + 4])
+    parts.append(_ZEROS[: self._obs_obj_max_len - 7 * n])
+    return np.concatenate(parts, dtype=np.float64)
 
 
 def _get_obs(self):
     pos_goal = self._get_pos_goal()
     if self._partially_observable:
-        pos_goal = np.zeros_like(pos_goal)
+        pos_goal = np.zeros(pos_goal.shape, pos_goal.dtype) if type(pos_goal) is np.ndarray else np.zeros_like(pos_goal)
     curr_obs = self._get_curr_obs_combined_no_goal()
     obs = np.concatenate((curr_obs, self._prev_obs, pos_goal))
     self._prev_obs = curr_obs
@@ -210,10 +213,12 @@ def _gripper_caging_reward(self, action, obj_pos, obj_radius, pad_success_thresh
 def set_xyz_action(self, action):
     action = _clip(action, -1, 1)
     pos_delta = action * self.action_scale
-    new_mocap_pos = self.data.mocap_pos + pos_delta[None]
-    new_mocap_pos[0, :] = _clip(new_mocap_pos[0, :], self.mocap_low, self.mocap_high)
-    self.data.mocap_pos = new_mocap_pos
-    self.data.mocap_quat = _MOCAP_QUAT
+    data = self.data
+    new_mocap_pos = data.mocap_pos + pos_delta[None]
+    row = new_mocap_pos[0]
+    _clip(row, self.mocap_low, self.mocap_high, out=row)
+    data.mocap_pos = new_mocap_pos
+    data.mocap_quat = _MOCAP_QUAT
 
 
 def _simulate(self, grip) -> None:

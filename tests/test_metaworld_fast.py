@@ -28,6 +28,7 @@ if os.environ.get("MAML_RL_REQUIRE_METAWORLD"):
 else:
     metaworld = pytest.importorskip("metaworld")
 import metaworld.env_dict
+import mujoco
 import metaworld.sawyer_xyz_env
 from metaworld.policies import ENV_POLICY_MAP
 from metaworld.utils import reward_utils as metaworld_reward_utils
@@ -118,6 +119,25 @@ def test_the_fast_class_steps_like_metaworlds_own(name):
     assert counts["steps"] == 1000
     theirs.close()
     mine.close()
+
+
+def test_a_new_env_gets_a_fresh_model_whatever_earlier_envs_did_to_theirs():
+    """Fast envs copy one compiled model per file; a reset writes into an env's model (the goal site): the next
+    env's model must still equal the one Meta-World's own class compiles from the XML, byte for byte."""
+    def saved(model):
+        buffer = np.zeros(mujoco.mj_sizeModel(model), np.uint8)
+        mujoco.mj_saveModel(model, None, buffer)
+        return buffer.tobytes()
+
+    name = "push-v3"
+    cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
+    first = fast_class(cls)()
+    first.set_task(_metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][5][1]))
+    first.reset()
+    second, own = fast_class(cls)(), cls()
+    assert saved(first.model) != saved(own.model)  # the reset did write into the first env's model
+    assert saved(second.model) == saved(own.model)
+    assert second.model is not first.model
 
 
 def test_the_scripted_episodes_reach_the_contact_and_success_branches():

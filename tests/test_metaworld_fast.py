@@ -316,6 +316,30 @@ def test_fast_is_the_default_and_false_steps_metaworlds_classes():
         MetaWorldEnv("ML1", "push-v3", fast="yes")
 
 
+def test_fast_envs_pickle_as_metaworlds_do():
+    """Meta-World's envs pickle (their model file, attributes and qpos/qvel); a fast env is found again by
+    pickle, and its copy steps as the copy of Meta-World's own env does."""
+    name = "pick-place-v3"
+    cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
+    task = _metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][0][1])
+    copies = []
+    for make in (cls, fast_class(cls)):
+        env = make()
+        env.set_task(task)
+        env.reset()
+        for action in np.random.default_rng(0).uniform(-1, 1, (20, 4)).astype(np.float32):
+            env.step(action)
+        copy = pickle.loads(pickle.dumps(env))
+        assert type(copy) is make
+        copies.append(copy)
+    for action in np.random.default_rng(1).uniform(-1, 1, (20, 4)).astype(np.float32):
+        (o1, r1, *_), (o2, r2, *_) = copies[0].step(action.copy()), copies[1].step(action.copy())
+        assert same(o1, o2) and same(r1, r2)
+    assert copies[0].reset()[0].tobytes() == copies[1].reset()[0].tobytes()
+    with pytest.raises(AttributeError, match="no Meta-World v3 task class"):
+        classes.BY_NAME.NotAClass
+
+
 def test_an_unchecked_metaworld_version_falls_back_with_one_log_line(monkeypatch, caplog):
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS["reach-v3"]
     monkeypatch.setattr(classes, "CHECKED_VERSIONS", ("0.0.1",))

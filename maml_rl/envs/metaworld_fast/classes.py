@@ -34,7 +34,7 @@ from maml_rl.envs.metaworld_fast import numpy_norm, reward_utils
 from maml_rl.envs.metaworld_fast.base import FAST_METHODS
 from maml_rl.envs.metaworld_fast.rotation import FastRotation
 
-__all__ = ["CHECKED_VERSIONS", "fast_class", "unavailable_reason"]
+__all__ = ["BY_NAME", "CHECKED_VERSIONS", "fast_class", "unavailable_reason"]
 
 #: Meta-World versions whose 50 v3 classes tests/test_metaworld_fast.py compares bit for bit.
 CHECKED_VERSIONS = ("3.1.1",)
@@ -96,7 +96,8 @@ def fast_class(cls: type) -> type | None:
     """The fast subclass of the Meta-World task class ``cls``, or ``None`` (see ``unavailable_reason``)."""
     if unavailable_reason() is not None or not issubclass(cls, SawyerXYZEnv):
         return None
-    namespace: dict = {"__module__": __name__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+    # pickle finds the class as BY_NAME.<name> in this module (Meta-World's envs pickle their state).
+    namespace: dict = {"__module__": __name__, "__qualname__": f"BY_NAME.{cls.__name__}", "__doc__": cls.__doc__}
     for name, method in FAST_METHODS.items():
         if inspect.getattr_static(cls, name) is inspect.getattr_static(SawyerXYZEnv, name):
             namespace[name] = method
@@ -108,3 +109,22 @@ def fast_class(cls: type) -> type | None:
         if copy is not None:
             namespace[name] = copy
     return type(cls.__name__, (cls,), namespace)
+
+
+class _ByName:
+    """The fast classes as attributes named after their task classes, built on first use: where pickle
+    looks a fast class up, in this process or another."""
+
+    def __getattr__(self, name: str) -> type:
+        import metaworld.env_dict
+
+        for cls in metaworld.env_dict.ALL_V3_ENVIRONMENTS.values():
+            if cls.__name__ == name:
+                fast = fast_class(cls)
+                if fast is not None:
+                    return fast
+                raise AttributeError(f"no fast class for {name}: {unavailable_reason()}")
+        raise AttributeError(f"no Meta-World v3 task class is named {name!r}")
+
+
+BY_NAME = _ByName()

@@ -30,8 +30,10 @@ from metaworld.sawyer_xyz_env import SawyerXYZEnv
 from metaworld.utils import reward_utils as _reward_utils
 from scipy.spatial.transform import Rotation
 
-from maml_rl.envs.metaworld_fast import numpy_norm, reward_utils
 from maml_rl.envs.metaworld_fast.base import FAST_METHODS
+from maml_rl.envs.metaworld_fast.numpy_norm import module as _fast_numpy
+from maml_rl.envs.metaworld_fast.reward_utils import module as _fast_reward_utils
+from maml_rl.envs.metaworld_fast.reward_utils import tolerance as _fast_tolerance
 from maml_rl.envs.metaworld_fast.rotation import FastRotation
 
 __all__ = ["BY_NAME", "CHECKED_VERSIONS", "fast_class", "unavailable_reason"]
@@ -57,13 +59,13 @@ def _globals_for(module: types.ModuleType) -> dict:
     namespace = dict(vars(module))
     for name, value in vars(module).items():
         if value is _reward_utils:
-            namespace[name] = reward_utils.module
+            namespace[name] = _fast_reward_utils
         elif value is _reward_utils.tolerance:
-            namespace[name] = reward_utils.tolerance
+            namespace[name] = _fast_tolerance
         elif value is Rotation:
             namespace[name] = FastRotation
         elif value is np:
-            namespace[name] = numpy_norm.module
+            namespace[name] = _fast_numpy
     return namespace
 
 

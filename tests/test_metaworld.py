@@ -165,8 +165,10 @@ def test_a_slot_switches_classes_with_bounded_memory(ml10):
     for name in ("reach-v3", "push-v3", "door-open-v3", "reach-v3", "door-open-v3", "push-v3"):
         env.reset_task(tasks[name])
         assert len(env._envs) <= 2 and type(env._env).__name__ == type(ml10.train_classes[name]()).__name__
-        for got, want in zip(rollout_of(env, actions), fresh[name]):
-            np.testing.assert_array_equal(got, want)  # nothing carried over from the other classes
+        got = rollout_of(env, actions)
+        assert got.keys() == fresh[name].keys()
+        for key, want in fresh[name].items():
+            np.testing.assert_array_equal(got[key], want, err_msg=key)  # nothing carried over from the other classes
         assert env.get_task()["env_name"] == name
     assert list(env._envs) == ["door-open-v3", "push-v3"]  # least recently used evicted
     env.close()
@@ -178,7 +180,7 @@ def test_reward_versions_differ_and_are_selectable():
     for version in ("v1", "v2"):
         env = MetaWorldEnv("ML1", "push-v3", reward_function_version=version)
         env.reset_task(env.all_tasks()[0])
-        rewards[version] = rollout_of(env, actions)[1]
+        rewards[version] = rollout_of(env, actions)["rewards"]
         env.close()
     assert not np.array_equal(rewards["v1"], rewards["v2"])
 

@@ -64,11 +64,21 @@ def test_every_ml10_and_ml45_class_is_covered():
 def test_the_fast_class_steps_like_metaworlds_own(name):
     """Three episodes on two goals: random actions to the 500-step truncation; the scripted policy from a
     reset made after 100 steps and another right after it; the scripted policy with noise."""
+    compare_episodes(name, "v2", (500, 100, 200, 200))
+
+
+@pytest.mark.parametrize("name", ALL_CLASSES)
+def test_the_fast_class_steps_like_metaworlds_own_with_v1_rewards(name):
+    """The original paper's rewards (each class's other branch of compute_reward), shorter episodes."""
+    compare_episodes(name, "v1", (120, 40, 60, 60), truncation=False)
+
+
+def compare_episodes(name, version, lengths, truncation=True):
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
     fast_cls = fast_class(cls)
     assert fast_cls is not None and issubclass(fast_cls, cls) and fast_cls.__name__ == cls.__name__
     goals = [g for _, g in benchmark_tasks("ML1", name, 0)["train"][:2]]
-    theirs, mine = cls(), fast_cls()
+    theirs, mine = cls(reward_function_version=version), fast_cls(reward_function_version=version)
     assert mine.task_name == theirs.task_name
     policy = ENV_POLICY_MAP[name]()
     rng = np.random.default_rng(ALL_CLASSES.index(name))
@@ -101,22 +111,22 @@ def test_the_fast_class_steps_like_metaworlds_own(name):
     for env in (theirs, mine):
         env.set_task(_metaworld_task(name, goals[0]))
     reset_both()
-    for t in range(500):
+    for t in range(lengths[0]):
         observation, _, _, truncated, _ = step_both(rng.uniform(-1, 1, 4).astype(np.float32), t)
-    assert truncated  # Meta-World's own truncation at max_path_length
+    assert truncated == truncation  # Meta-World's own truncation at max_path_length
     for env in (theirs, mine):
         env.set_task(_metaworld_task(name, goals[1]))
     observation = reset_both()
-    for t in range(100):
+    for t in range(lengths[1]):
         observation = step_both(scripted(observation, 0.0), t)[0]
     reset_both()
     observation = reset_both()  # two resets in a row
-    for t in range(200):
+    for t in range(lengths[2]):
         observation = step_both(scripted(observation, 0.0), t)[0]
     observation = reset_both()
-    for t in range(200):
+    for t in range(lengths[3]):
         observation = step_both(scripted(observation, 0.3), t)[0]
-    assert counts["steps"] == 1000
+    assert counts["steps"] == sum(lengths)
     theirs.close()
     mine.close()
 

@@ -21,7 +21,7 @@ the sampler carries ``success`` by default (``info_keys``).
 
 With ``fast=True`` (the default) each task class is stepped through
 ``maml_rl.envs.metaworld_fast``: the same observations, rewards and infos, bit
-for bit, in 40-70% less CPU time (docs/benchmarks.md). ``fast=False`` steps
+for bit, in about half the CPU time (docs/benchmarks.md). ``fast=False`` steps
 Meta-World's own classes. The fast path turns itself off, with one log line
 saying why, on a Meta-World version it was not checked against.
 """

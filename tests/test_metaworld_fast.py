@@ -382,3 +382,22 @@ def test_sampler_episodes_are_the_same_on_both_paths(num_workers):
         for name in ("observations", "actions", "rewards", "lengths"):
             assert torch.equal(getattr(got, name), getattr(want, name)), name
         assert torch.equal(got.infos["success"], want.infos["success"])
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_horizon_one_one_task_two_calls_in_a_row_are_the_same_on_both_paths(num_workers):
+    """Degenerate shapes: one task, one episode per task, episodes that end at their first step, two calls."""
+    runs = []
+    for fast in (True, False):
+        env_fn = make_env("MetaWorld-ML1-push-v3", max_episode_steps=1, fast=fast)
+        with MultiTaskSampler(None, None, 1, ElementwisePolicy(4, discrete=False), None, env_fn=env_fn, seed=8,
+                              num_workers=num_workers) as sampler:
+            tasks = sampler.sample_tasks(1)
+            runs.append([sampler.rollout(tasks) for _ in range(2)])
+    for calls in zip(*runs):
+        for got, want in zip(*calls):
+            assert got.lengths.tolist() == [1]
+            for name in ("observations", "actions", "rewards", "lengths"):
+                assert torch.equal(getattr(got, name), getattr(want, name)), name
+            assert torch.equal(got.infos["success"], want.infos["success"])
+    assert not torch.equal(runs[0][0][0].actions, runs[0][1][0].actions)  # the second call is a new draw

@@ -32,7 +32,7 @@ from metaworld.utils.reward_utils import hamacher_product
 from maml_rl.envs.metaworld_fast.numpy_norm import norm as _norm
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 
-__all__ = ["FAST_METHODS"]
+__all__ = ["FAST_METHODS", "simulates_directly"]
 
 # np.clip(a, lo, hi, **kw) is this ufunc behind three Python calls.
 _clip = getattr(getattr(np, "_core", None), "umath", None)
@@ -53,8 +53,8 @@ class _Views:
 
     def __init__(self, data):
         self.data = data
-        self.body: dict[str, np.ndarray] = {}
-        self.site: dict[str, np.ndarray] = {}
+        self.body: dict[str, np.ndarray] = {}  # name -> data.body(name).xpos
+        self.site: dict[str, np.ndarray] = {}  # name -> data.site(name).xpos
         self.geom_ids: dict[str, int] = {}
 
 
@@ -65,24 +65,21 @@ def _views(env) -> _Views:
     return views
 
 
-def _body_xpos(env, name: str) -> np.ndarray:
-    views = env.__dict__.get("_fast_views")
-    if views is None or views.data is not env.data:
-        views = _views(env)
-    xpos = views.body.get(name)
+def _xpos(env, kind: str, name: str) -> np.ndarray:
+    """``env.data.body(name).xpos`` (``kind="body"``) or ``env.data.site(name).xpos``, looked up once."""
+    rows = getattr(_views(env), kind)
+    xpos = rows.get(name)
     if xpos is None:
-        xpos = views.body[name] = env.data.body(name).xpos
+        xpos = rows[name] = getattr(env.data, kind)(name).xpos
     return xpos
+
+
+def _body_xpos(env, name: str) -> np.ndarray:
+    return _xpos(env, "body", name)
 
 
 def _site_xpos(env, name: str) -> np.ndarray:
-    views = env.__dict__.get("_fast_views")
-    if views is None or views.data is not env.data:
-        views = _views(env)
-    xpos = views.site.get(name)
-    if xpos is None:
-        xpos = views.site[name] = env.data.site(name).xpos
-    return xpos
+    return _xpos(env, "site", name)
 
 
 def _geom_id(env, name: str) -> int:
@@ -92,6 +89,8 @@ def _geom_id(env, name: str) -> int:
         gid = views.geom_ids[name] = env.data.geom(name).id
     return gid
 
+
+# -- positions ----------------------------------------------------------------
 
 def get_body_com(self, body_name):
     return _body_xpos(self, body_name)
@@ -240,11 +239,15 @@ def set_xyz_action(self, action):
     data.mocap_quat = _MOCAP_QUAT
 
 
+def simulates_directly(cls: type) -> bool:
+    """Whether ``cls`` steps MuJoCo as gymnasium's ``MujocoEnv`` does (then ``_simulate`` may inline it)."""
+    return (cls.do_simulation is MujocoEnv.do_simulation
+            and cls._step_mujoco_simulation is MujocoEnv._step_mujoco_simulation)
+
+
 def _simulate(self, grip) -> None:
     """``self.do_simulation([grip, -grip], n_frames=self.frame_skip)``."""
-    cls = type(self)
-    if (cls.do_simulation is not MujocoEnv.do_simulation
-            or cls._step_mujoco_simulation is not MujocoEnv._step_mujoco_simulation or self.model.nu != 2):
+    if not self._fast_simulates_directly or self.model.nu != 2:
         self.do_simulation([grip, -grip], n_frames=self.frame_skip)
         return
     self.data.ctrl[:] = [grip, -grip]

@@ -30,7 +30,7 @@ from metaworld.sawyer_xyz_env import SawyerXYZEnv
 from metaworld.utils import reward_utils as _reward_utils
 from scipy.spatial.transform import Rotation
 
-from maml_rl.envs.metaworld_fast.base import FAST_METHODS
+from maml_rl.envs.metaworld_fast.base import FAST_METHODS, simulates_directly
 from maml_rl.envs.metaworld_fast.numpy_norm import module as _fast_numpy
 from maml_rl.envs.metaworld_fast.reward_utils import module as _fast_reward_utils
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance as _fast_tolerance
@@ -110,6 +110,7 @@ def fast_class(cls: type) -> type | None:
         copy = _rebound(attr, task_globals)
         if copy is not None:
             namespace[name] = copy
+    namespace["_fast_simulates_directly"] = simulates_directly(cls)  # decided once, read every step
     return type(cls.__name__, (cls,), namespace)
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "choice",
     "integer",
     "number",
+    "optional",
 ]
 
 
@@ -145,6 +146,15 @@ def number(low: float | None = None, high: float | None = None, *, open_low: boo
     else:
         expected = "a number"
     return Check(convert, expected)
+
+
+def optional(check: Check) -> Check:
+    """``null``, or a value that ``check`` accepts."""
+
+    def convert(value: Any) -> Any:
+        return None if value is None else check.convert(value)
+
+    return Check(convert, f"null or {check.expected}")
 
 
 def _boolean(value: Any) -> bool:
@@ -304,6 +314,9 @@ PROMP_KEYS: tuple[Hyperparameter, ...] = (
     Hyperparameter("adaptive-inner-kl", bool, False, BOOLEAN,
                    "Adapt the KL coefficient after each iteration (ProMP's HalfCheetah runs keep it fixed).",
                    argument="adaptive_inner_kl"),
+    Hyperparameter("outer-kl-limit", float, None, optional(number(0.0, open_low=True)),
+                   "Most mean KL of the adapted policies from those that sampled: an Adam step that exceeds it is "
+                   "undone and ends the iteration's steps (null: no limit, as ProMP).", argument="outer_kl_limit"),
 )
 
 #: Each algorithm's own keys, by its ``algorithm`` name (the meta-learner's ``hyperparameters``).

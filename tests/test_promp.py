@@ -193,7 +193,8 @@ def test_a_step_on_sampled_episodes_then_the_refusals(sampled):
     learner = learner_at(state)
     logs = learner.step(train, valid)
     assert set(logs) == {"loss_before", "loss_after", "inner_kl", "inner_kl_coef", "outer_kl", "clip_fraction",
-                         "time_update"}
+                         "outer_steps", "time_update"}
+    assert logs["outer_steps"] == 5
     assert all(math.isfinite(v) for v in logs.values())
     assert abs(logs["loss_before"]) < 1e-6  # the ratio is 1 and the advantages are centred at the first step
     assert logs["loss_after"] < logs["loss_before"] and logs["inner_kl"] > 0 and logs["outer_kl"] > 0
@@ -218,6 +219,51 @@ def test_the_same_step_twice_gives_the_same_bits_and_adapt_matches_the_sampler(s
     adapted = learner_at(state).adapt(train, first_order=True)
     for name, p in adapted.items():
         assert torch.equal(p, torch.stack([episodes.behaviour_params[name] for episodes in valid])), name
+
+
+def _stepped(state, train, valid, **kwargs):
+    """A learner from ``state`` after one step: its policy, Adam's moments (what the next step starts from), logs."""
+    learner = learner_at(state, **kwargs)
+    logs = learner.step(train, valid)
+    return learner.policy.state_dict(), learner.optimizer.state_dict()["state"], logs
+
+
+def _assert_same_state(a, b):
+    assert a[0].keys() == b[0].keys() and all(torch.equal(a[0][k], b[0][k]) for k in a[0])
+    assert a[1].keys() == b[1].keys()
+    for k in a[1]:
+        assert all(torch.equal(a[1][k][m], b[1][k][m]) for m in ("step", "exp_avg", "exp_avg_sq"))
+
+
+def test_outer_kl_limit_undoes_the_step_that_exceeds_it(sampled):
+    state, train, valid, _ = sampled
+    # The KL of the adapted policies after 2 and after 3 Adam steps, with no limit.
+    kl = {n: learner_at(state, outer_steps=n).step(train, valid)["outer_kl"] for n in (2, 3)}
+    assert 0 < kl[2] < kl[3]
+    # A limit between them stops after 2 steps: the same bits (policy, Adam's moments) as outer_steps=2.
+    limited = _stepped(state, train, valid, outer_kl_limit=(kl[2] + kl[3]) / 2)
+    two = _stepped(state, train, valid, outer_steps=2)
+    assert limited[2]["outer_steps"] == 2 and two[2]["outer_steps"] == 2
+    assert limited[2]["outer_kl"] == kl[2] and limited[2]["loss_after"] == two[2]["loss_after"]
+    _assert_same_state(limited, two)
+    # A limit no step reaches changes nothing.
+    _assert_same_state(_stepped(state, train, valid, outer_kl_limit=1e9), _stepped(state, train, valid))
+
+
+def test_outer_kl_limit_below_the_first_step_keeps_the_policy_and_the_moments(sampled):
+    state, train, valid, _ = sampled
+    learner = learner_at(state, outer_kl_limit=1e-12)
+    logs = learner.step(train, valid)
+    assert logs["outer_steps"] == 0 and logs["outer_kl"] < 1e-12 and logs["clip_fraction"] == 0
+    assert all(torch.equal(v, state[k]) for k, v in learner.policy.state_dict().items())
+    assert learner.optimizer.state_dict()["state"] == {}
+    assert all(math.isfinite(v) for v in logs.values())
+    # The episodes are still those of the current policy: a second call in a row steps on them again.
+    assert learner.step(train, valid)["outer_steps"] == 0
+    with pytest.raises(ValueError, match="outer_kl_limit"):
+        learner_at(state, outer_kl_limit=0.0)
+    with pytest.raises(ValueError, match="outer_kl_limit"):
+        learner_at(state, outer_kl_limit=float("nan"))
 
 
 def test_adaptive_coefficient_follows_the_inner_kl(sampled):

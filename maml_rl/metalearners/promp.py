@@ -20,6 +20,7 @@ Adam step on the LVC ratio differs from 1.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections import OrderedDict
@@ -69,6 +70,9 @@ class ProMP(MetaLearner):
     :param inner_kl_coef: initial weight of each inner step's KL penalty.
     :param inner_kl_target: the KL that ``adaptive_inner_kl`` steers each coefficient to.
     :param adaptive_inner_kl: update the coefficients after each iteration (:func:`adapt_kl_coefficient`).
+    :param outer_kl_limit: most mean KL of the adapted policies from those that sampled the valid
+        episodes; an Adam step that exceeds it is undone (parameters and moments) and ends the
+        iteration's steps. ``None`` (ProMP's algorithm): no limit.
     """
 
     hyperparameters = PROMP_KEYS
@@ -87,6 +91,7 @@ class ProMP(MetaLearner):
         inner_kl_coef: float = DEFAULTS.inner_kl_coef,
         inner_kl_target: float = DEFAULTS.inner_kl_target,
         adaptive_inner_kl: bool = DEFAULTS.adaptive_inner_kl,
+        outer_kl_limit: float | None = DEFAULTS.outer_kl_limit,
     ) -> None:
         if getattr(policy, "is_recurrent", False):
             raise TypeError(f"ProMP adapts a feed-forward policy's parameters; {type(policy).__name__} is "
@@ -110,6 +115,11 @@ class ProMP(MetaLearner):
         self.outer_clip = float(outer_clip)
         self.inner_kl_target = float(inner_kl_target)
         self.adaptive_inner_kl = bool(adaptive_inner_kl)
+        if outer_kl_limit is not None and not (isinstance(outer_kl_limit, (int, float))
+                                               and not isinstance(outer_kl_limit, bool)
+                                               and math.isfinite(outer_kl_limit) and outer_kl_limit > 0):
+            raise ValueError(f"outer_kl_limit must be None or a finite number > 0, got {outer_kl_limit!r}")
+        self.outer_kl_limit = None if outer_kl_limit is None else float(outer_kl_limit)
         #: The KL penalty's weight of each inner step (adapted after each iteration with ``adaptive_inner_kl``).
         self.inner_kl_coefs = [float(inner_kl_coef)] * num_steps
         self.optimizer = torch.optim.Adam([p for _, p in meta_parameters(self.policy)], lr=float(outer_lr))
@@ -167,7 +177,8 @@ class ProMP(MetaLearner):
             the sampling policies, after the update) and ``inner_kl_coef`` (the mean weight it had),
             ``outer_kl`` (KL of the adapted policies from those that sampled the valid episodes, after
             the update), ``clip_fraction`` (the weighted share of valid steps whose ratio left
-            ``[1 - clip, 1 + clip]`` at the last Adam step) and ``time_update``.
+            ``[1 - clip, 1 + clip]`` at the last Adam step taken), ``outer_steps`` (the Adam steps
+            taken: fewer than ``outer_steps`` when ``outer_kl_limit`` undid one) and ``time_update``.
         """
         started = time.perf_counter()
         batches = [self.inner_loop.task_batch(step, self.device) for step in train_episodes]
@@ -191,22 +202,37 @@ class ProMP(MetaLearner):
             penalty = torch.stack([coef * kl for coef, kl in zip(self.inner_kl_coefs, kls)]).mean()
             return surrogate + penalty, surrogate, kls, pi, log_ratio
 
-        loss_before = clip_fraction = math.nan
-        for epoch in range(self.outer_steps):
-            total, surrogate, _, _, log_ratio = objective()
-            if epoch == 0:
-                loss_before = surrogate.item()
-                if not math.isfinite(total.item()):
-                    raise RuntimeError(f"ProMP's objective is not finite ({total.item()}); check the episodes' "
-                                       "advantages")
-            if epoch == self.outer_steps - 1:
+        parameters = [p for _, p in meta_parameters(self.policy)]
+        total, surrogate, kls, pi, log_ratio = objective()
+        loss_before = surrogate.item()
+        if not math.isfinite(total.item()):
+            raise RuntimeError(f"ProMP's objective is not finite ({total.item()}); check the episodes' advantages")
+        clip_fraction, steps_taken = math.nan, 0
+        while steps_taken < self.outer_steps:
+            with torch.no_grad():
                 clipped = ((log_ratio.detach().exp() - 1).abs() > self.outer_clip).to(valid.weights.dtype)
-                clip_fraction = (clipped * valid.weights).sum(-1).mean().item()
+                share = (clipped * valid.weights).sum(-1).mean().item()
+            if steps_taken == 0:
+                clip_fraction = share
+            if self.outer_kl_limit is not None:
+                undo = ([p.detach().clone() for p in parameters], copy.deepcopy(self.optimizer.state_dict()))
+                kept = (surrogate.detach(), [kl.detach() for kl in kls], detach_distribution(pi))
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
             self.optimizer.step()
+            total, surrogate, kls, pi, log_ratio = objective()
+            if (self.outer_kl_limit is not None
+                    and mean_kl(old_valid, pi, valid).mean().item() > self.outer_kl_limit):
+                # This step moved the adapted policies too far: back to where it started, and stop.
+                with torch.no_grad():
+                    for p, value in zip(parameters, undo[0]):
+                        p.copy_(value)
+                self.optimizer.load_state_dict(undo[1])
+                surrogate, kls, pi = kept
+                break
+            clip_fraction = share
+            steps_taken += 1
 
-        _, surrogate, kls, pi, _ = objective()
         inner_kls = [kl.item() for kl in kls]
         coef_used = sum(self.inner_kl_coefs) / len(self.inner_kl_coefs)
         if self.adaptive_inner_kl:
@@ -220,6 +246,7 @@ class ProMP(MetaLearner):
             "inner_kl_coef": coef_used,
             "outer_kl": mean_kl(old_valid, pi, valid).mean().item(),
             "clip_fraction": clip_fraction,
+            "outer_steps": steps_taken,
             "time_update": time.perf_counter() - started,
         }
 

@@ -16,3 +16,16 @@ def load_script(name):
 
 train = load_script("train")
 evaluate = load_script("test")
+
+
+def load_tool(name):
+    """A script of tools/ as a module (they import one another by file name)."""
+    import sys
+
+    tools = str(ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    spec = importlib.util.spec_from_file_location(f"maml_rl_tool_{name}", ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -274,3 +274,35 @@ def test_the_documented_recurrent_policy_example_runs(capsys):
     assert len(code.strip().splitlines()) <= 20
     exec(compile(code, "docs/sampler.md", "exec"), {"__name__": "__main__"})
     assert "tensor(" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_gru_task_batches_give_each_task_the_bits_of_its_own_call(categorical):
+    """GRUPolicy takes all tasks in one call per step; a task's numbers must not depend on the
+    other tasks of the call (how many, where it sits) or on the thread count, since Ray actors
+    and the local sampler group tasks differently."""
+    torch.manual_seed(3)
+    # Inputs 45 wide: padded products; 16: aligned ones; state 8 and 3 rows: vector tails of sigmoid.
+    for input_size, hidden, state_size in ((45, (32, 32), 64), (16, (32,), 64), (6, (16,), 8)):
+        policy = GRUPolicy(input_size, 3, hidden, state_size, categorical=categorical)
+        threads = torch.get_num_threads()
+        try:
+            for B in (1, 2, 3, 5, 20):
+                inputs, state = torch.randn(7, B, input_size), torch.randn(7, B, state_size)
+                torch.set_num_threads(1)
+                with torch.no_grad():
+                    whole, whole_state = policy.step(inputs.clone(), state.clone())
+                for num_threads in (1, 2):
+                    torch.set_num_threads(num_threads)
+                    for lo, hi in ((0, 1), (3, 4), (1, 3), (2, 7), (0, 7)):
+                        with torch.no_grad():
+                            part, part_state = policy.step(inputs[lo:hi].clone(), state[lo:hi].clone())
+                        assert torch.equal(part_state, whole_state[lo:hi]), (input_size, B, num_threads, lo, hi)
+                        got = part.logits if categorical else part.mean
+                        want = whole.logits if categorical else whole.mean
+                        assert torch.equal(got, want[lo:hi]), (input_size, B, num_threads, lo, hi)
+        finally:
+            torch.set_num_threads(threads)
+    # Not the non-batched call's bits (other kernels), but the same numbers to rounding.
+    flat, flat_state = policy.step(inputs[0], state[0])
+    assert torch.allclose(flat_state, whole_state[0], atol=1e-5)

@@ -11,9 +11,9 @@ By default the sampler calls ``step`` once per task, on that task's ``B``
 rows (each task's rows in freshly allocated memory), so a task's numbers
 never depend on the other tasks of the call, on the backend or on the Ray
 actor that runs it. A policy whose arithmetic is row-independent whatever the
-batch (elementwise operations only) may set ``supports_task_batches = True``:
-it then gets ``inputs`` ``[K, B, input_size]`` and ``state`` ``[K, B, *state_shape]``
-in one call per step.
+batch (elementwise operations, or products arranged as :class:`GRUPolicy`'s)
+may set ``supports_task_batches = True``: it then gets ``inputs``
+``[K, B, input_size]`` and ``state`` ``[K, B, *state_shape]`` in one call per step.
 """
 
 from __future__ import annotations
@@ -80,13 +80,43 @@ def rl2_inputs(observations: torch.Tensor, previous_actions: torch.Tensor, previ
     return torch.cat([obs, action, reward, done], dim=-1)
 
 
+#: Task blocks start on 64-byte boundaries: a product's rounding depends on where its operands start.
+_ALIGN_FLOATS = 16
+
+
 def _linear(x: torch.Tensor, layer, tasks: bool) -> torch.Tensor:
-    """``layer`` on ``[..., in]``, or with ``tasks`` on ``[K, B, in]`` as one batched
-    product per task (the weights expanded over ``K``, so a task's rows never depend on ``K``)."""
-    if tasks:
-        K = x.shape[0]
-        return torch.baddbmm(layer.bias.expand(K, 1, -1), x, layer.weight.t().expand(K, -1, -1))
-    return F.linear(x, layer.weight, layer.bias)
+    """``layer`` on ``[..., in]``, or with ``tasks`` on ``[K, B, in]`` as one batched product per task
+    with the weights expanded over ``K``.
+
+    A task's rows then come out the same bits whatever ``K``, the task's place among the others
+    and the thread count (measured with torch's MKL build over K 1-39, B 1-40, 1 and 2 threads:
+    ``tests/test_trials.py``), provided that every task's block starts 64-byte aligned (the input
+    width is padded with zeros to a multiple of 16) and that ``K >= 2`` (one task is paired with
+    a zero task: torch computes a batch of one another way).
+    """
+    if not tasks:
+        return F.linear(x, layer.weight, layer.bias)
+    K, _, width = x.shape
+    weight = layer.weight
+    padded = -(-width // _ALIGN_FLOATS) * _ALIGN_FLOATS
+    if padded != width:
+        x, weight = F.pad(x, (0, padded - width)), F.pad(weight, (0, padded - width))
+    elif x.data_ptr() % (x.element_size() * _ALIGN_FLOATS) or not x.is_contiguous():
+        x = x.clone(memory_format=torch.contiguous_format)
+    if K == 1:
+        x = torch.cat([x, torch.zeros_like(x)])
+    n = x.shape[0]
+    return torch.baddbmm(layer.bias.expand(n, 1, -1), x, weight.t().expand(n, -1, -1))[:K]
+
+
+def _elementwise(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, tasks: bool) -> torch.Tensor:
+    """``fn`` on ``x``, or with ``tasks`` on each task's block ``x[k]`` alone: torch's vectorised
+    loops compute a tensor's trailing elements (and, with threads, each chunk's) another way, so
+    a transcendental function (sigmoid) of a task's rows would depend on the other tasks' sizes.
+    Arithmetic (+, -, *) is exact either way and is left batched."""
+    if not tasks:
+        return fn(x)
+    return torch.stack([fn(block) for block in x.unbind(0)])
 
 
 class GRUPolicy(nn.Module):
@@ -102,12 +132,10 @@ class GRUPolicy(nn.Module):
     """
 
     is_recurrent = True
-    # Stepped task by task: torch's batched products (bmm) round a task's rows
-    # differently depending on how many tasks share the call (measured: a
-    # group of one task differs from the same task among four), which would
-    # break the same-bits-on-every-backend rule. One call per task on its B
-    # rows, each in freshly allocated memory, is exact.
-    supports_task_batches = False
+    # All tasks in one call per step: _linear's products and _elementwise's functions
+    # give a task's rows the same bits whatever the other tasks of the call (the rule
+    # every backend relies on).
+    supports_task_batches = True
 
     def __init__(self, input_size: int, output_size: int, hidden_sizes: Sequence[int] = (256, 256),
                  state_size: int = 256, nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh",
@@ -138,7 +166,7 @@ class GRUPolicy(nn.Module):
 
     def _encode(self, x: torch.Tensor, tasks: bool = False) -> torch.Tensor:
         for layer in self.encoder:
-            x = self.nonlinearity(_linear(x, layer, tasks))
+            x = _elementwise(self.nonlinearity, _linear(x, layer, tasks), tasks)
         return x
 
     def _cell(self, x: torch.Tensor, h: torch.Tensor, tasks: bool) -> torch.Tensor:
@@ -148,9 +176,9 @@ class GRUPolicy(nn.Module):
         gh = _linear(h, _Affine(gru.weight_hh_l0, gru.bias_hh_l0), tasks)
         i_r, i_z, i_n = gi.chunk(3, -1)
         h_r, h_z, h_n = gh.chunk(3, -1)
-        r = torch.sigmoid(i_r + h_r)
-        z = torch.sigmoid(i_z + h_z)
-        n = torch.tanh(i_n + r * h_n)
+        r = _elementwise(torch.sigmoid, i_r + h_r, tasks)
+        z = _elementwise(torch.sigmoid, i_z + h_z, tasks)
+        n = _elementwise(torch.tanh, i_n + r * h_n, tasks)
         return (1 - z) * n + z * h
 
     def distribution(self, features: torch.Tensor, tasks: bool = False) -> Distribution:

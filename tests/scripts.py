@@ -6,9 +6,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script(name):
+def load_script(name, folder=ROOT):
     # Not imported as "test": that is the name of the standard library's test package.
-    spec = importlib.util.spec_from_file_location(f"maml_rl_script_{name}", ROOT / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"maml_rl_script_{name}", folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -22,10 +22,7 @@ def load_tool(name):
     """A script of tools/ as a module (they import one another by file name)."""
     import sys
 
-    tools = str(ROOT / "tools")
-    if tools not in sys.path:
-        sys.path.insert(0, tools)
-    spec = importlib.util.spec_from_file_location(f"maml_rl_tool_{name}", ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    tools = ROOT / "tools"
+    if str(tools) not in sys.path:
+        sys.path.insert(0, str(tools))
+    return load_script(name, tools)

@@ -368,36 +368,38 @@ def test_an_unchecked_metaworld_version_falls_back_with_one_log_line(monkeypatch
             cached.cache_clear()
 
 
+def rollouts_on_both_paths(env_name, horizon, batch_size, num_tasks, calls, seed, num_workers):
+    """``calls`` rollouts of the same tasks through the sampler, on the fast path and on Meta-World's classes."""
+    runs = []
+    for fast in (True, False):
+        env_fn = make_env(env_name, max_episode_steps=horizon, fast=fast)
+        with MultiTaskSampler(None, None, batch_size, ElementwisePolicy(4, discrete=False), None, env_fn=env_fn,
+                              seed=seed, num_workers=num_workers) as sampler:
+            tasks = sampler.sample_tasks(num_tasks)
+            runs.append([sampler.rollout(tasks) for _ in range(calls)])
+    return runs
+
+
+def assert_same_episodes(got, want):
+    for name in ("observations", "actions", "rewards", "lengths"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
+    assert torch.equal(got.infos["success"], want.infos["success"])
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_sampler_episodes_are_the_same_on_both_paths(num_workers):
     """ML10 through the sampler (slots switch classes), fast and plain: the same episodes, bit for bit."""
-    runs = []
-    for fast in (True, False):
-        env_fn = make_env("MetaWorld-ML10-v3", max_episode_steps=60, fast=fast)
-        with MultiTaskSampler(None, None, 2, ElementwisePolicy(4, discrete=False), None, env_fn=env_fn, seed=3,
-                              num_workers=num_workers) as sampler:
-            tasks = sampler.sample_tasks(6)
-            runs.append(sampler.rollout(tasks))
-    for got, want in zip(*runs):
-        for name in ("observations", "actions", "rewards", "lengths"):
-            assert torch.equal(getattr(got, name), getattr(want, name)), name
-        assert torch.equal(got.infos["success"], want.infos["success"])
+    fast, plain = rollouts_on_both_paths("MetaWorld-ML10-v3", 60, 2, 6, 1, 3, num_workers)
+    for got, want in zip(fast[0], plain[0]):
+        assert_same_episodes(got, want)
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_horizon_one_one_task_two_calls_in_a_row_are_the_same_on_both_paths(num_workers):
     """Degenerate shapes: one task, one episode per task, episodes that end at their first step, two calls."""
-    runs = []
-    for fast in (True, False):
-        env_fn = make_env("MetaWorld-ML1-push-v3", max_episode_steps=1, fast=fast)
-        with MultiTaskSampler(None, None, 1, ElementwisePolicy(4, discrete=False), None, env_fn=env_fn, seed=8,
-                              num_workers=num_workers) as sampler:
-            tasks = sampler.sample_tasks(1)
-            runs.append([sampler.rollout(tasks) for _ in range(2)])
+    runs = rollouts_on_both_paths("MetaWorld-ML1-push-v3", 1, 1, 1, 2, 8, num_workers)
     for calls in zip(*runs):
         for got, want in zip(*calls):
             assert got.lengths.tolist() == [1]
-            for name in ("observations", "actions", "rewards", "lengths"):
-                assert torch.equal(getattr(got, name), getattr(want, name)), name
-            assert torch.equal(got.infos["success"], want.infos["success"])
+            assert_same_episodes(got, want)
     assert not torch.equal(runs[0][0][0].actions, runs[0][1][0].actions)  # the second call is a new draw

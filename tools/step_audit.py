@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"batch {size:4d} update {update}: batch return {batch_return:7.2f}  "
                       f"evaluated change {after - reference:+7.2f}  {shown}  ({time.perf_counter() - started:.0f} s)",
                       flush=True)
-            mean = sum(changes) / len(changes)
-            sd = math.sqrt(sum((c - mean) ** 2 for c in changes) / max(len(changes) - 1, 1))
-            print(f"meta-batch {size}: mean evaluated change {mean:+.2f} (s.e. {sd / math.sqrt(len(changes)):.2f}), "
+            mean = statistics.fmean(changes)
+            se = statistics.stdev(changes) / len(changes) ** 0.5 if len(changes) > 1 else 0.0
+            print(f"meta-batch {size}: mean evaluated change {mean:+.2f} (s.e. {se:.2f}), "
                   f"positive in {sum(c > 0 for c in changes)}/{len(changes)} updates", flush=True)
         restore()
 

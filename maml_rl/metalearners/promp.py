@@ -102,9 +102,11 @@ class ProMP(MetaLearner):
             raise ValueError(f"ProMP needs num_steps >= 1 inner steps, got {num_steps!r}")
         if isinstance(outer_steps, bool) or not isinstance(outer_steps, int) or outer_steps < 1:
             raise ValueError(f"outer_steps must be an int >= 1, got {outer_steps!r}")
-        for name, value, low in (("outer_lr", outer_lr, 0.0), ("outer_clip", outer_clip, 0.0),
-                                 ("inner_kl_target", inner_kl_target, 0.0)):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > low):
+        positive = [("outer_lr", outer_lr), ("outer_clip", outer_clip), ("inner_kl_target", inner_kl_target)]
+        if outer_kl_limit is not None:
+            positive.append(("outer_kl_limit", outer_kl_limit))
+        for name, value in positive:
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if not (isinstance(inner_kl_coef, (int, float)) and math.isfinite(inner_kl_coef) and inner_kl_coef >= 0):
             raise ValueError(f"inner_kl_coef must be a finite number >= 0, got {inner_kl_coef!r}")
@@ -115,10 +117,6 @@ class ProMP(MetaLearner):
         self.outer_clip = float(outer_clip)
         self.inner_kl_target = float(inner_kl_target)
         self.adaptive_inner_kl = bool(adaptive_inner_kl)
-        if outer_kl_limit is not None and not (isinstance(outer_kl_limit, (int, float))
-                                               and not isinstance(outer_kl_limit, bool)
-                                               and math.isfinite(outer_kl_limit) and outer_kl_limit > 0):
-            raise ValueError(f"outer_kl_limit must be None or a finite number > 0, got {outer_kl_limit!r}")
         self.outer_kl_limit = None if outer_kl_limit is None else float(outer_kl_limit)
         #: The KL penalty's weight of each inner step (adapted after each iteration with ``adaptive_inner_kl``).
         self.inner_kl_coefs = [float(inner_kl_coef)] * num_steps
@@ -207,13 +205,10 @@ class ProMP(MetaLearner):
         loss_before = surrogate.item()
         if not math.isfinite(total.item()):
             raise RuntimeError(f"ProMP's objective is not finite ({total.item()}); check the episodes' advantages")
-        clip_fraction, steps_taken = math.nan, 0
+        # The ratios before the last Adam step taken (the start's if none was), for the clip fraction.
+        last_step_ratios, steps_taken = log_ratio.detach(), 0
         while steps_taken < self.outer_steps:
-            with torch.no_grad():
-                clipped = ((log_ratio.detach().exp() - 1).abs() > self.outer_clip).to(valid.weights.dtype)
-                share = (clipped * valid.weights).sum(-1).mean().item()
-            if steps_taken == 0:
-                clip_fraction = share
+            ratios = log_ratio.detach()
             if self.outer_kl_limit is not None:
                 undo = ([p.detach().clone() for p in parameters], copy.deepcopy(self.optimizer.state_dict()))
                 kept = (surrogate.detach(), [kl.detach() for kl in kls], detach_distribution(pi))
@@ -230,8 +225,10 @@ class ProMP(MetaLearner):
                 self.optimizer.load_state_dict(undo[1])
                 surrogate, kls, pi = kept
                 break
-            clip_fraction = share
+            last_step_ratios = ratios
             steps_taken += 1
+        clipped = ((last_step_ratios.exp() - 1).abs() > self.outer_clip).to(valid.weights.dtype)
+        clip_fraction = (clipped * valid.weights).sum(-1).mean().item()
 
         inner_kls = [kl.item() for kl in kls]
         coef_used = sum(self.inner_kl_coefs) / len(self.inner_kl_coefs)

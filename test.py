@@ -222,7 +222,12 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     else:
         print(f"{config['env-name']}: {args.policy} on {which}{split} ({len(tasks)}, seed {seed}), "
               f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}")
-    print(summary_table(results["returns_per_step"], results.get("success_per_step")))
+    notes = None
+    if recurrent:
+        last = len(results["returns_per_step"]) - 1
+        notes = {0: "episode 0 of the trial",
+                 last: "evaluation episodes" + (", mean action" if args.eval_actions == "mean" else "")}
+    print(summary_table(results["returns_per_step"], results.get("success_per_step"), notes))
     per_class = class_table(tasks, results["returns_per_step"], results.get("success_per_step"))
     if per_class:
         print(per_class)

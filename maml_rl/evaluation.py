@@ -33,9 +33,11 @@ __all__ = [
 ]
 
 
-def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None) -> str:
+def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None,
+                  notes: dict[int, str] | None = None) -> str:
     """``step | mean return ± std over tasks | standard error of the mean`` for a ``[K+1, num_tasks]`` array,
     with a ``success rate`` column (± its standard error over tasks) when ``success_per_step`` is given.
+    ``notes`` labels rows by index (default: row 0 is "before adaptation").
 
     The standard error says how far the mean over these tasks may be from the mean over
     all tasks: compare two policies (or a paper's figure) within a few of it.
@@ -49,8 +51,9 @@ def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | N
         header += " | success rate ± std. error"
         rule += "+---------------------------"
     lines = [header, rule]
+    notes = {0: "before adaptation"} if notes is None else notes
     for step, returns in enumerate(returns_per_step):
-        note = "  (before adaptation)" if step == 0 else ""
+        note = f"  ({notes[step]})" if step in notes else ""
         line = f"{step:4d} | {returns.mean():12.3f} ± {returns.std():<14.3f}| {error(returns, 10)}"
         if success_per_step is not None:
             success = success_per_step[step]

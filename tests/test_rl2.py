@@ -39,7 +39,7 @@ def read_metrics(folder):
     return [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_train_writes_the_adaptation_curve_and_resumes_exactly(tmp_path):
+def test_train_writes_the_adaptation_curve_and_resumes_exactly(tmp_path, capsys):
     config = small_rl2_config(tmp_path)
     run(config, tmp_path / "whole", "--seed", "3")
     run(config, tmp_path / "pieces", "--seed", "3", "--num-batches", "1")
@@ -62,6 +62,9 @@ def test_train_writes_the_adaptation_curve_and_resumes_exactly(tmp_path):
     # Rows: the 3 episodes of the adaptation trial, then the evaluation episodes.
     assert results["returns_per_step"].shape == (4, 2)
     assert np.isfinite(results["returns_per_step"]).all()
+    rows = [line for line in capsys.readouterr().out.splitlines() if line[:4].strip().isdigit()]
+    assert [row.partition("  (")[2] for row in rows] == \
+        ["episode 0 of the trial)", "", "", "evaluation episodes, mean action)"]
 
 
 def test_the_learners_refuse_the_other_family_of_policy():

@@ -420,11 +420,13 @@ def test_task_groups_follow_the_cpus_and_actors_spread_over_nodes():
     assert _placement(nodes, None, 3) == [("a", 3)]
 
 
-def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_path):
+@pytest.mark.parametrize("algorithm", ["maml-trpo", "rl2-ppo"])
+def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_path, algorithm):
     from conftest import write_small_config
+    from test_rl2 import small_rl2_config
     from test_train import assert_same_policy, load_policy, read_metrics, run
 
-    config = write_small_config(tmp_path)
+    config = write_small_config(tmp_path) if algorithm == "maml-trpo" else small_rl2_config(tmp_path)
     run(config, tmp_path / "local", "--seed", "7", "--num-batches", "2")
     run(config, tmp_path / "mixed", "--seed", "7", "--num-batches", "1", "--backend", "ray",
         "--ray-address", cluster.address)

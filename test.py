@@ -228,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         notes = {0: "episode 0 of the trial",
                  last: "evaluation episodes" + (", mean action" if args.eval_actions == "mean" else "")}
     print(summary_table(results["returns_per_step"], results.get("success_per_step"), notes))
-    per_class = class_table(tasks, results["returns_per_step"], results.get("success_per_step"))
+    span = ("episode 0", "evaluation") if recurrent else ("before", "after")
+    per_class = class_table(tasks, results["returns_per_step"], results.get("success_per_step"), span)
     if per_class:
         print(per_class)
     print(f"results written to {args.output}")

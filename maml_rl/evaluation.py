@@ -62,9 +62,12 @@ def summary_table(returns_per_step: np.ndarray, success_per_step: np.ndarray | N
     return "\n".join(lines)
 
 
-def class_table(tasks: list, returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None) -> str:
-    """Before and after adaptation per task class, for tasks of several classes
-    (Meta-World ML10/ML45: dicts with ``env_name``); ``""`` otherwise.
+def class_table(tasks: list, returns_per_step: np.ndarray, success_per_step: np.ndarray | None = None,
+                span: tuple[str, str] = ("before", "after")) -> str:
+    """The first and the last row (before and after adaptation; for RL², the
+    trial's first episode and the evaluation episodes: name them in ``span``)
+    per task class, for tasks of several classes (Meta-World ML10/ML45: dicts
+    with ``env_name``); ``""`` otherwise.
 
     Meta-World reports the mean over classes of each class's success rate:
     the last line, equal to the mean over tasks when every class has as many
@@ -76,15 +79,18 @@ def class_table(tasks: list, returns_per_step: np.ndarray, success_per_step: np.
         return ""
     with_success = success_per_step is not None
     width = max(len(name) for name in [*classes, "mean over classes" if with_success else ""])
-    columns = [f"{'task class':{width}}", "tasks", f"{'return before -> after':^26}"]
+    spanned = f"{span[0]} -> {span[1]}"
+    return_width = max(26, len(spanned) + 7)
+    columns = [f"{'task class':{width}}", "tasks", f"{'return ' + spanned:^{return_width}}"]
     if with_success:
-        columns.append("success before -> after")
+        columns.append("success " + spanned)
     lines = [" | ".join(columns).rstrip()]
     class_success = []
     for name in classes:
         mine = np.array([n == name for n in names])
         returns = returns_per_step[:, mine].mean(axis=1)
-        columns = [f"{name:{width}}", f"{mine.sum():5d}", f"{returns[0]:>10.1f} -> {returns[-1]:<12.1f}"]
+        shown = f"{returns[0]:>10.1f} -> {returns[-1]:.1f}"
+        columns = [f"{name:{width}}", f"{mine.sum():5d}", f"{shown:<{return_width}}"]
         if with_success:
             success = success_per_step[:, mine].mean(axis=1)
             class_success.append(success)
@@ -92,7 +98,7 @@ def class_table(tasks: list, returns_per_step: np.ndarray, success_per_step: np.
         lines.append(" | ".join(columns).rstrip())
     if with_success:
         mean = np.mean(class_success, axis=0)
-        lines.append(" | ".join([f"{'mean over classes':{width}}", " " * 5, " " * 26,
+        lines.append(" | ".join([f"{'mean over classes':{width}}", " " * 5, " " * return_width,
                                  f"{mean[0]:>9.1%} -> {mean[-1]:.1%}"]))
     return "\n".join(lines)
 

@@ -141,6 +141,12 @@ def test_class_table_by_hand():
     # Meta-World's figure: the mean of the classes' rates, (25 + 50) / 2 -> (75 + 100) / 2.
     assert lines[3].startswith("mean over classes") and lines[3].endswith("37.5% -> 87.5%")
     assert evaluate.class_table(tasks, returns).splitlines()[1].count("|") == 2
+    # RL² names its rows: the trial's first episode and the evaluation episodes; the figures do not change.
+    named = evaluate.class_table(tasks, returns, success, ("episode 0", "evaluation")).splitlines()
+    assert [c.strip() for c in named[0].split("|")] == [
+        "task class", "tasks", "return episode 0 -> evaluation", "success episode 0 -> evaluation"]
+    assert [[c.strip() for c in line.split("|")] for line in named[1:]] == \
+        [[c.strip() for c in line.split("|")] for line in lines[1:]]
     # One class, or tasks without classes: nothing to break down.
     assert evaluate.class_table(tasks[:1], returns[:, :1], success[:, :1]) == ""
     assert evaluate.class_table([{"goal": 1}, {"goal": 2}], returns[:, :2]) == ""

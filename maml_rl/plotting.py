@@ -3,8 +3,9 @@
     python -m maml_rl.plotting runs/hcd/metrics.jsonl --output runs/hcd/curve.png
 
 Plots the mean return before and after adaptation against the iteration
-(raw, and smoothed over a window), and the success rate beside it for runs
-whose episodes carry success (Meta-World). Needs matplotlib (``pip install
+(raw, and smoothed over a window; for RL², the trial's first and last
+episodes), and the success rate beside it for runs whose episodes carry
+success (Meta-World). Needs matplotlib (``pip install
 'maml_rl[plot]'``).
 """
 
@@ -46,10 +47,12 @@ def plot_training_curve(metrics_path: str | Path, output: str | Path, title: Opt
     panels = [("return", "mean return per episode")]
     if "success_before" in metrics:
         panels.append(("success", "success rate (episodes)"))
+    # RL² runs (per-episode columns) record the trial's first and last episodes under before/after.
+    labels = (("first episode of the trial", "last episode of the trial") if "return_episode_0" in metrics
+              else ("before adaptation", "after adaptation"))
     figure, all_axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
     for axes, (name, ylabel) in zip(all_axes[0], panels):
-        for when, label, color in (("before", "before adaptation", "tab:blue"),
-                                   ("after", "after adaptation", "tab:orange")):
+        for when, label, color in (("before", labels[0], "tab:blue"), ("after", labels[1], "tab:orange")):
             values = metrics[f"{name}_{when}"]
             axes.plot(iterations, values, color=color, alpha=0.25, linewidth=1)
             axes.plot(iterations, smooth(values, window), color=color, label=f"{label} ({window}-iteration mean)")

@@ -37,3 +37,21 @@ def test_runs_with_success_get_a_second_panel(tmp_path, monkeypatch):
     assert axes.shape == (1, 2)
     after = axes[0, 1].get_lines()[3]  # raw and smoothed lines, before then after
     np.testing.assert_allclose(after.get_ydata(), np.arange(12) / 12)
+
+
+def test_rl2_runs_name_the_trial_episodes(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    def legend(rows):
+        metrics = tmp_path / "metrics.jsonl"
+        metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        figures = []
+        original = plt.subplots
+        monkeypatch.setattr(plt, "subplots", lambda *a, **k: figures.append(original(*a, **k)) or figures[-1])
+        plot_training_curve(metrics, tmp_path / "curve.png", window=1)
+        return [text.get_text() for text in figures[0][1][0, 0].get_legend().get_texts()]
+
+    maml = [{"iteration": i, "return_before": 0.0, "return_after": 1.0} for i in range(3)]
+    rl2 = [{**row, "return_episode_0": 0.0, "return_episode_1": 1.0} for row in maml]
+    assert legend(maml) == ["before adaptation (1-iteration mean)", "after adaptation (1-iteration mean)"]
+    assert legend(rl2) == ["first episode of the trial (1-iteration mean)", "last episode of the trial (1-iteration mean)"]

@@ -32,7 +32,7 @@ class TrialBatch(BatchEpisodes):
         ``0, chunk, 2 chunk, ...`` of the trial (``chunk``: the BPTT chunk length).
     :param final_state: ``[B, *state]``: its state after each trial's last step.
     :param start: ``(actions, rewards, dones)`` ``[B, ...]`` the previous values the
-        trial's first input saw (zeros for a fresh trial).
+        trial's first input saw (zeros for a fresh trial; a discrete action -1, none).
     """
 
     def __init__(self, observations: ArrayLike, actions: ArrayLike, rewards: ArrayLike, lengths: ArrayLike, *,
@@ -53,7 +53,9 @@ class TrialBatch(BatchEpisodes):
         self.num_categories = num_categories
         if start is None:
             B = self.batch_size
-            start = (torch.zeros((B, *self.action_shape), dtype=self.actions.dtype), torch.zeros(B), torch.zeros(B))
+            none = -1 if num_categories is not None else 0  # no previous action (see rl2_inputs)
+            start = (torch.full((B, *self.action_shape), none, dtype=self.actions.dtype), torch.zeros(B),
+                     torch.zeros(B))
         self.start = tuple(torch.as_tensor(np.asarray(a) if not torch.is_tensor(a) else a, device=device)
                            for a in start)
 

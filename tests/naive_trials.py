@@ -88,7 +88,7 @@ def reference_trials(env_fn: Callable[[], Any], policy, tasks: Sequence[Any], ba
         observation, _ = env.reset(seed=int(seeds[j, 0]))
         if start is None:
             state = policy.initial_state(1)[0]
-            prev_action = torch.zeros(action_shape) if not discrete else torch.tensor(0)
+            prev_action = torch.zeros(action_shape) if not discrete else None  # none yet
             prev_reward, prev_done = 0.0, 0.0
         else:
             state = torch.as_tensor(start["state"][j])
@@ -99,8 +99,12 @@ def reference_trials(env_fn: Callable[[], Any], policy, tasks: Sequence[Any], ba
         for t in range(horizon * episodes):
             obs = torch.as_tensor(np.asarray(observation), dtype=torch.float32)
             if rl2:
-                action_features = (torch.nn.functional.one_hot(prev_action.long(), num_categories).float()
-                                   if discrete else prev_action.float().reshape(-1))
+                if not discrete:
+                    action_features = prev_action.float().reshape(-1)
+                elif prev_action is None:  # a trial's start: no previous action, all zeros
+                    action_features = torch.zeros(num_categories)
+                else:
+                    action_features = torch.nn.functional.one_hot(prev_action.long(), num_categories).float()
                 x = torch.cat([obs.reshape(-1), action_features,
                                torch.tensor([np.float32(prev_reward) * reward_scale], dtype=torch.float32),
                                torch.tensor([prev_done], dtype=torch.float32)])

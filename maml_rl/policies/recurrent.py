@@ -4,8 +4,12 @@ A recurrent policy adapts in its memory rather than in its weights (RL²).
 The sampler runs it over *trials* (several episodes of one task back to
 back) and calls it one step at a time::
 
-    state = policy.initial_state(n)                    # [n, *policy.state_shape]
+    state = policy.initial_state(n, device)            # [n, *policy.state_shape], float32
     distribution, state = policy.step(inputs, state)   # inputs [n, input_size]
+
+The policy is a ``torch.nn.Module`` (the sampler ships and places its
+parameters) and its state a float32 tensor, which the sampler records at
+the starts of BPTT chunks and restores to continue a trial.
 
 By default the sampler calls ``step`` once per task, on that task's ``B``
 rows (each task's rows in freshly allocated memory), so a task's numbers
@@ -33,14 +37,16 @@ __all__ = ["GRUPolicy", "RecurrentPolicy", "is_recurrent", "rl2_input_size", "rl
 
 @runtime_checkable
 class RecurrentPolicy(Protocol):
-    """What the sampler needs from a policy with state (``is_recurrent = True``)."""
+    """What the sampler needs from a policy with state (``is_recurrent = True``),
+    beside being a ``torch.nn.Module``."""
 
     is_recurrent: bool
     #: Shape of one row's state (pack an LSTM's ``(h, c)`` into one tensor).
     state_shape: Tuple[int, ...]
 
     def initial_state(self, n: int, device: Optional[torch.device] = None) -> torch.Tensor:
-        """The state ``[n, *state_shape]`` at the start of a trial."""
+        """The float32 state ``[n, *state_shape]`` at the start of a trial, on ``device``
+        (the sampler passes its parameters' device)."""
 
     def step(self, inputs: torch.Tensor, state: torch.Tensor) -> Tuple[Distribution, torch.Tensor]:
         """The action distribution (batch shape ``inputs.shape[:-1]``) and the next state."""
@@ -65,14 +71,17 @@ def rl2_inputs(observations: torch.Tensor, previous_actions: torch.Tensor, previ
     the three previous values are zero at the start of a trial.
 
     :param observations: ``[..., *obs]``.
-    :param previous_actions: ``[..., *act]`` (category indices ``[...]`` if discrete).
+    :param previous_actions: ``[..., *act]`` (category indices ``[...]`` if discrete;
+        ``-1`` where there is none, a trial's start, gives an all-zero one-hot).
     :param previous_rewards: ``[...]``.
     :param previous_dones: ``[...]``, nonzero where the previous step ended an episode.
     """
     lead = previous_rewards.shape
     obs = observations.reshape(*lead, -1).to(torch.float32)
     if num_categories is not None:
-        action = F.one_hot(previous_actions.long().clamp(min=0), num_categories).to(torch.float32)
+        index = previous_actions.long()
+        # A one-hot of category 0 would read "took action 0": a trial's start has no previous action.
+        action = F.one_hot(index.clamp(min=0), num_categories).to(torch.float32) * (index >= 0).unsqueeze(-1)
     else:
         action = previous_actions.reshape(*lead, -1).to(torch.float32)
     reward = previous_rewards.to(torch.float32).unsqueeze(-1) * reward_scale

@@ -57,8 +57,9 @@ class RecurrentActionFunction(ActionFunction):
         else:
             with torch.no_grad():
                 self.state = policy.initial_state(S, self.device).to(torch.float32)
-            self.start = (np.zeros((S, *spec.action_shape), spec.action_dtype), np.zeros(S, np.float32),
-                          np.zeros(S, np.uint8))
+            # A discrete previous action of -1 is none: its one-hot is zero (rl2_inputs).
+            self.start = (np.full((S, *spec.action_shape), -1 if spec.discrete else 0, spec.action_dtype),
+                          np.zeros(S, np.float32), np.zeros(S, np.uint8))
         if tuple(self.state.shape) != (S, *state_shape):
             raise PolicyOutputError(f"{self._policy_name()}'s state has shape {tuple(self.state.shape)} for {S} rows; "
                                     f"its state_shape {state_shape} says {(S, *state_shape)}")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from maml_rl.policies.recurrent import GRUPolicy, rl2_input_size, rl2_inputs
-from maml_rl.samplers import InsufficientMemoryError, MultiTaskSampler
+from maml_rl.samplers import InsufficientMemoryError, MultiTaskSampler, PolicyOutputError
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
 from maml_rl.trials import TrialBatch, stack_start
 
@@ -112,9 +112,11 @@ def test_the_state_is_carried_across_resets_and_reset_between_trials():
                 assert (batch.episodes_done == 4).all() and ((batch.dones != 0).sum(0) == 4).all()
 
 
-def test_rl2_inputs_are_the_previous_action_reward_and_done():
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete):
     tasks = [{"offset": 0.2, "length": None}]
-    policy = recurrent_policy(False)
+    policy = recurrent_policy(discrete)
+    width = CATEGORIES if discrete else ACT
     seen = []
     step = policy.step
 
@@ -123,7 +125,7 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done():
         return step(inputs, state)
 
     policy.step = spy
-    with MultiTaskSampler(None, None, 2, policy, env_fn=factory(False, 4), seed=3, num_workers=0) as sampler:
+    with MultiTaskSampler(None, None, 2, policy, env_fn=factory(discrete, 4), seed=3, num_workers=0) as sampler:
         batch = sampler.rollout_trials(tasks, 3, reward_scale=0.5)[0]
     assert seen[0].shape[0] == 1  # the construction probe, one zero input
     seen = seen[1:]
@@ -134,11 +136,16 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done():
             x = seen[t][b]
             assert torch.equal(x[:OBS], batch.observations[t, b])
             if t == 0:
-                assert torch.equal(x[OBS:], torch.zeros(ACT + 2))
+                # All zero, a discrete action's one-hot included: no previous step yet.
+                assert torch.equal(x[OBS:], torch.zeros(width + 2))
             else:
-                assert torch.equal(x[OBS:OBS + ACT], batch.actions[t - 1, b])
-                assert x[OBS + ACT] == batch.rewards[t - 1, b] * 0.5
-                assert x[OBS + ACT + 1] == float(batch.dones[t - 1, b] != 0)
+                previous = batch.actions[t - 1, b]
+                if discrete:
+                    assert torch.equal(x[OBS:OBS + width], torch.eye(CATEGORIES)[previous])
+                else:
+                    assert torch.equal(x[OBS:OBS + width], previous)
+                assert x[OBS + width] == batch.rewards[t - 1, b] * 0.5
+                assert x[OBS + width + 1] == float(batch.dones[t - 1, b] != 0)
     # And the batch rebuilds the same inputs for training.
     assert torch.equal(batch.policy_inputs(0.5)[:, 0][:batch.lengths[0]], torch.stack(seen)[:batch.lengths[0], 0])
 
@@ -254,6 +261,39 @@ def test_misuse_is_refused_with_what_to_do():
             sampler.rollout_trials(tasks, 1)[0].end_points()
 
 
+def test_policies_off_the_protocol_are_refused_naming_the_cause():
+    tasks = [{"offset": 0.1, "length": 2}]
+
+    class NoDevice(CountingRecurrentPolicy):
+        def initial_state(self, n):  # the protocol's is initial_state(n, device=None)
+            return super().initial_state(n)
+
+    class Float64State(CountingRecurrentPolicy):
+        def initial_state(self, n, device=None):
+            return super().initial_state(n, device).double()
+
+    class NotAModule:
+        is_recurrent, state_shape = True, (1,)
+
+        def __call__(self, *args):
+            raise AssertionError("never called")
+
+        def initial_state(self, n, device=None):
+            return torch.zeros(n, 1)
+
+        def step(self, inputs, state):
+            raise AssertionError("never called")
+
+    width = rl2_input_size(OBS, ACT)
+    for policy, error, match in ((NoDevice(width, ACT, False), TypeError, r"initial_state\(self, n, device=None\)"),
+                                 (Float64State(width, ACT, False), PolicyOutputError, "torch.float64.*float32"),
+                                 (NotAModule(), TypeError, "not a torch.nn.Module")):
+        with MultiTaskSampler(None, None, 2, policy, env_fn=factory(False, 4), seed=0, num_workers=0) as sampler:
+            with pytest.raises(error, match=match) as info:
+                sampler.rollout_trials(tasks, 2)
+            assert "input_size" not in str(info.value)  # not blamed on the input's width
+
+
 def test_long_trials_that_cannot_fit_are_refused_with_the_figures(monkeypatch):
     from maml_rl.samplers.workers import memory
 
@@ -263,6 +303,22 @@ def test_long_trials_that_cannot_fit_are_refused_with_the_figures(monkeypatch):
         with pytest.raises(InsufficientMemoryError, match="trials of 10 episodes") as info:
             sampler.rollout_trials([{"offset": 0.0, "length": None}] * 20, 10, chunk=250)
         assert "GB of memory" in str(info.value)
+
+
+def test_a_reused_pool_is_checked_again_for_more_recorded_states(monkeypatch):
+    """The env pool is kept between calls; a later call that records more (a shorter
+    BPTT chunk) is checked before it allocates, not only the call that built the pool."""
+    from maml_rl.samplers.workers import memory
+
+    policy = GRUPolicy(rl2_input_size(OBS, ACT), ACT, (8,), 256)
+    tasks = [{"offset": 0.0, "length": None}] * 4
+    with MultiTaskSampler(None, None, 4, policy, env_fn=factory(False, 50), seed=0, num_workers=0) as sampler:
+        sampler.rollout_trials(tasks, 4, chunk=100)  # 16 slots x 2 chunk states: ~80 KB; the pool is built
+        # 4 MiB available: a state recorded at every step (~3.3 MB, twice with its copy) does not fit.
+        monkeypatch.setattr(memory, "available_memory", lambda: 4 * 2**20)
+        sampler.rollout_trials(tasks, 4, chunk=100)  # nothing new to record: no check refuses it
+        with pytest.raises(InsufficientMemoryError, match=r"recording the policy's states.*chunk 1"):
+            sampler.rollout_trials(tasks, 4, chunk=1)
 
 
 def test_the_documented_recurrent_policy_example_runs(capsys):

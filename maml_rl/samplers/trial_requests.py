@@ -15,8 +15,9 @@ from .rollout.actions import rollout_torch_settings
 from .rollout.request import Trial, TrialInputs, TrialStart
 from .workers.buffers import BufferSpec
 
-RECURRENT_NEEDED = ("a recurrent policy has is_recurrent = True, state_shape, initial_state(n) and "
-                    "step(inputs, state) -> (Distribution, next_state) (e.g. maml_rl.policies.GRUPolicy)")
+RECURRENT_NEEDED = ("a recurrent policy is a torch.nn.Module with is_recurrent = True, state_shape, "
+                    "initial_state(n, device=None) and step(inputs, state) -> (Distribution, next_state) "
+                    "(e.g. maml_rl.policies.GRUPolicy)")
 
 
 def refuse_recurrent(policy, call: str) -> None:
@@ -77,6 +78,9 @@ def check_recurrent_policy(policy, spec: BufferSpec, inputs: TrialInputs) -> Non
     """Call a recurrent policy once on one zero input and refuse, naming what is
     wrong, one that does not follow the protocol or does not fit the spaces."""
     name = type(policy).__name__
+    if not isinstance(policy, torch.nn.Module):
+        raise TypeError(f"the recurrent policy {name} is not a torch.nn.Module (the sampler ships and places "
+                        f"its parameters): {RECURRENT_NEEDED}")
     for attribute in ("state_shape", "initial_state", "step"):
         if not hasattr(policy, attribute):
             raise TypeError(f"the policy {name} says is_recurrent = True but has no {attribute}: {RECURRENT_NEEDED}")
@@ -87,6 +91,15 @@ def check_recurrent_policy(policy, spec: BufferSpec, inputs: TrialInputs) -> Non
     with torch.no_grad(), torch.random.fork_rng(devices=[]), rollout_torch_settings():
         try:
             state = policy.initial_state(1, device)
+        except Exception as exc:
+            raise TypeError(f"the recurrent policy {name}: initial_state(1, {device}) failed: {exc!r}. The sampler "
+                            "calls initial_state(n, device) with the device of the policy's parameters; define "
+                            "it as initial_state(self, n, device=None)") from exc
+        if not torch.is_tensor(state) or state.dtype != torch.float32:
+            raise PolicyOutputError(f"the recurrent policy {name}: initial_state() returned "
+                                    f"{getattr(state, 'dtype', type(state).__name__)}; the sampler records and "
+                                    "restores states as float32 tensors, so return one (torch.zeros(n, ...))")
+        try:
             distribution, next_state = policy.step(torch.zeros((1, width), device=device), state)
         except Exception as exc:
             what = ("RL²'s input (observation, previous action, reward, done flag)" if inputs is TrialInputs.RL2

@@ -41,6 +41,8 @@ class LocalBackend(RolloutBackend):
         self.policy = policy
         #: The env pool of the last rollout (``None`` before the first and after ``close``).
         self.pool: Optional[EnvPool] = None
+        #: Bytes of recorded policy states the last memory check covered.
+        self._checked_recorded = 0
 
     def run(self, request: RolloutRequest, device) -> Trajectories:
         spec = self.workload.spec
@@ -83,14 +85,23 @@ class LocalBackend(RolloutBackend):
         spec = replace(workload.spec, episodes_per_trial=episodes)
         if self.pool is not None and (self.pool.capacity < num_slots or self.pool.rows < spec.rows):
             self.close()
+        recorded = 0
+        if request.trial.recurrent:
+            state_size = int(np.prod(getattr(self.policy, "state_shape", ())))
+            recorded = RecurrentActionFunction.recorded_bytes(request, spec.rows, state_size)
+        trials = f"trials of {episodes} episodes" if episodes > 1 else "episodes"
+        if self.pool is not None and recorded > self._checked_recorded:
+            # A reused pool's buffers exist; what a recurrent policy records (e.g. a
+            # shorter BPTT chunk, more chunk states) is allocated anew for this call.
+            check_memory(env_fn=self.env_fn, env_fn_bytes=workload.env_fn_bytes,
+                         ctx=mp.get_context(self.settings.start_method), num_slots=0, num_processes=0,
+                         buffer_bytes=2 * recorded,
+                         what=f"recording the policy's states for {num_slots // workload.batch_size} tasks x "
+                              f"{workload.batch_size} {trials} of {workload.env_name} (chunk {request.trial.chunk})")
+            self._checked_recorded = recorded
         if self.pool is None:
             processes = 0 if layout.num_workers == 0 else min(layout.num_workers, num_slots)
             noise = 4 * spec.rows * num_slots * int(np.prod(spec.action_shape))
-            recorded = 0
-            if request.trial.recurrent:
-                state_size = int(np.prod(getattr(self.policy, "state_shape", ())))
-                recorded = RecurrentActionFunction.recorded_bytes(request, spec.rows, state_size)
-            trials = f"trials of {episodes} episodes" if episodes > 1 else "episodes"
             check_memory(
                 env_fn=self.env_fn, env_fn_bytes=workload.env_fn_bytes,
                 ctx=mp.get_context(self.settings.start_method), num_slots=num_slots, num_processes=processes,
@@ -100,6 +111,7 @@ class LocalBackend(RolloutBackend):
                 what=f"sampling {num_slots // workload.batch_size} tasks x {workload.batch_size} {trials} "
                      f"of {workload.env_name} at horizon {spec.horizon}",
             )
+            self._checked_recorded = recorded
             if processes == 0:
                 self.pool = InProcessPool(self.env_fn, num_slots, spec, layout.batch_threads)
             else:

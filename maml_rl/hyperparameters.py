@@ -269,8 +269,8 @@ MAML_TRPO_KEYS: tuple[Hyperparameter, ...] = (
                    "Step shrink factor between line-search trials.", argument="ls_backtrack_ratio"),
 )
 
-#: The keys of RL² with a PPO update (:class:`~maml_rl.metalearners.RL2PPO`). Defaults are
-#: metaworld-algorithms' published RL² settings (docs/rl2.md says where this package departs).
+#: The keys of RL² with a PPO update (:class:`~maml_rl.metalearners.RL2PPO`). Defaults follow
+#: metaworld-algorithms' RL² (docs/training.md, "RL²", lists where this package departs from it).
 RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
     Hyperparameter("episodes-per-trial", int, 10, POSITIVE_INT,
                    "Episodes of one task per trial; the policy's state is kept across them.",
@@ -293,6 +293,10 @@ RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
                    argument="bptt_chunk"),
     Hyperparameter("normalize-advantages", bool, True, BOOLEAN,
                    "Centre and scale the advantages of each task's trials.", argument="normalize_advantages"),
+    Hyperparameter("update-per-chunk", bool, False, BOOLEAN,
+                   "Take an Adam step per BPTT chunk of each minibatch, in the trial's order, the state carried "
+                   "from the chunk before (metaworld-algorithms' scheme: ~20 steps per epoch on 5,000-step "
+                   "trials); false: one step per minibatch of whole trials.", argument="update_per_chunk"),
 )
 
 #: The keys of ProMP (:class:`~maml_rl.metalearners.ProMP`): the LVC inner step, then several Adam

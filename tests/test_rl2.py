@@ -102,3 +102,71 @@ def test_the_first_epoch_starts_at_ratio_one_and_its_loss_is_the_hand_computed_s
     logs = learner.step(trials)
     assert logs["loss"] == pytest.approx(expected.item(), rel=1e-4, abs=1e-5)
     assert logs["clip_fraction"] == 0.0 and abs(logs["approx_kl"]) < 1e-6
+
+
+def _chunked_learner_and_trials(bptt_chunk, update_per_chunk, seed=2):
+    torch.manual_seed(seed)
+    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
+    learner = RL2PPO(policy, episodes_per_trial=2, epochs=2, minibatches=2, bptt_chunk=bptt_chunk,
+                     update_per_chunk=update_per_chunk, normalize_advantages=False)
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 2, policy, seed=4, num_workers=0) as sampler:
+        trials = sampler.rollout_trials(sampler.sample_tasks(2), 2, chunk=bptt_chunk)
+    return policy, learner, trials
+
+
+def test_an_update_per_chunk_steps_through_the_trial_carrying_the_state():
+    """With update-per-chunk each BPTT chunk of a minibatch gets one Adam step, in order,
+    and the state entering a chunk is where the policy *before that step* took the
+    previous chunk: checked against the policy stepped one input at a time."""
+    import copy
+
+    policy, learner, trials = _chunked_learner_and_trials(bptt_chunk=4, update_per_chunk=True)
+    data = learner._prepare(trials)
+    calls, forward = [], policy.forward_trials
+
+    def spy(inputs, state, chunk=None):
+        calls.append((inputs.detach().clone(), state.detach().clone(), copy.deepcopy(policy)))
+        return forward(inputs, state, chunk)
+
+    policy.forward_trials = spy
+    logs = learner.step(trials)
+    # 2 tasks x 2 trials of 10 steps: 3 chunks of at most 4 steps, 2 minibatches, 2 epochs.
+    assert logs["ppo_updates"] == 2 * 2 * 3 == len(calls)
+    columns = []
+    for k, (inputs, state, before) in enumerate(calls):
+        lo = 4 * (k % 3)
+        assert inputs.shape[0] == (4 if k % 3 < 2 else 2)
+        # The chunk is steps lo.. of the minibatch's trials, the same trials in all its chunks.
+        whole = data["inputs"][lo:lo + inputs.shape[0]]
+        found = [next(j for j in range(whole.shape[1]) if torch.equal(inputs[:, i], whole[:, j]))
+                 for i in range(inputs.shape[1])]
+        columns.append(found)
+        if k % 3 == 0:  # a minibatch's first chunk starts from the trials' initial state
+            assert torch.equal(state, torch.zeros_like(state))
+            continue
+        assert found == columns[k - 1]
+        # The previous chunk, one step at a time by the policy as it was before that chunk's step.
+        previous_inputs, h, previous_policy = calls[k - 1]
+        with torch.no_grad():
+            for x in previous_inputs:
+                _, h = previous_policy.step(x, h)
+        torch.testing.assert_close(state, h, rtol=1e-5, atol=1e-6)
+    assert sorted(columns[0] + columns[3]) == [0, 1, 2, 3]  # an epoch's minibatches cover every trial
+
+
+def test_one_chunk_per_trial_makes_update_per_chunk_the_plain_update():
+    outcomes = []
+    for update_per_chunk in (False, True):
+        policy, learner, trials = _chunked_learner_and_trials(bptt_chunk=50, update_per_chunk=update_per_chunk)
+        logs = learner.step(trials)
+        outcomes.append(({k: v for k, v in logs.items() if k != "time_update"},
+                         {k: v.clone() for k, v in policy.state_dict().items()}))
+    (logs_a, policy_a), (logs_b, policy_b) = outcomes
+    assert logs_a == logs_b and logs_a["ppo_updates"] == 4
+    assert all(torch.equal(policy_a[k], policy_b[k]) for k in policy_a)
+
+
+@pytest.mark.parametrize("argument", ["epochs", "minibatches", "bptt_chunk", "episodes_per_trial"])
+def test_learner_arguments_are_checked(argument):
+    with pytest.raises(ValueError, match=f"{argument} must be an int >= 1, got 0"):
+        RL2PPO(GRUPolicy(6, 2, (8,), 4), **{argument: 0})

@@ -12,7 +12,10 @@ epochs on them:
 * the clipped surrogate, an entropy bonus, minibatches of whole trials,
   gradient-norm clipping, Adam;
 * truncated BPTT: the state is carried through the whole trial but
-  gradients flow through it for at most ``bptt-chunk`` steps.
+  gradients flow through it for at most ``bptt-chunk`` steps; with
+  ``update-per-chunk`` each chunk of a minibatch gets its own Adam step,
+  in the trial's order, the state entering it carried (detached) from the
+  previous chunk's forward pass, as metaworld-algorithms' RL² updates.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch
 from gymnasium import spaces
 
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.hyperparameters import RL2_PPO_KEYS, Hyperparameter
+from maml_rl.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
 from maml_rl.metalearners.base import StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
 from maml_rl.trials import TrialBatch
@@ -39,16 +42,22 @@ class RL2PPO:
     :param policy: a recurrent policy with ``forward_trials(inputs, state, chunk)``
         (:class:`~maml_rl.policies.GRUPolicy`).
     :param gae_lambda: GAE's lambda over the trial.
+
+    Every default is the configuration key's (:data:`~maml_rl.hyperparameters.DEFAULTS`),
+    so a key left out means the same in a config file and in a call.
     """
 
     #: Trials, not per-task adaptation: ``train.py`` samples with ``rollout_trials``.
     recurrent: ClassVar[bool] = True
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = RL2_PPO_KEYS
 
-    def __init__(self, policy: torch.nn.Module, *, episodes_per_trial: int = 10, epochs: int = 10,
-                 minibatches: int = 1, clip: float = 0.2, lr: float = 5e-4, entropy_coef: float = 5e-3,
-                 max_grad_norm: float = 1.0, bptt_chunk: int = 250, reward_scale: float = 1.0,
-                 normalize_advantages: bool = True, gae_lambda: float = 0.95,
+    def __init__(self, policy: torch.nn.Module, *, episodes_per_trial: int = DEFAULTS.episodes_per_trial,
+                 epochs: int = DEFAULTS.ppo_epochs, minibatches: int = DEFAULTS.ppo_minibatches,
+                 clip: float = DEFAULTS.clip, lr: float = DEFAULTS.lr, entropy_coef: float = DEFAULTS.entropy_coef,
+                 max_grad_norm: float = DEFAULTS.max_grad_norm, bptt_chunk: int = DEFAULTS.bptt_chunk,
+                 reward_scale: float = DEFAULTS.reward_scale,
+                 normalize_advantages: bool = DEFAULTS.normalize_advantages,
+                 gae_lambda: float = DEFAULTS.gae_lambda, update_per_chunk: bool = DEFAULTS.update_per_chunk,
                  device: str | torch.device = "cpu") -> None:
         if not is_recurrent(policy) or not hasattr(policy, "forward_trials"):
             raise TypeError(
@@ -56,12 +65,17 @@ class RL2PPO:
                 f"{type(policy).__name__}: build a maml_rl.policies.GRUPolicy, or use algorithm: maml-trpo for "
                 "a feed-forward policy"
             )
+        for name, value in (("episodes_per_trial", episodes_per_trial), ("epochs", epochs),
+                            ("minibatches", minibatches), ("bptt_chunk", bptt_chunk)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"RL2PPO: {name} must be an int >= 1, got {value!r}")
         self.policy = policy.to(device)
         self.device = torch.device(device)
         self.episodes_per_trial, self.epochs, self.minibatches = int(episodes_per_trial), int(epochs), int(minibatches)
         self.clip, self.entropy_coef, self.max_grad_norm = float(clip), float(entropy_coef), float(max_grad_norm)
         self.bptt_chunk, self.reward_scale = int(bptt_chunk), float(reward_scale)
         self.normalize_advantages, self.gae_lambda = bool(normalize_advantages), float(gae_lambda)
+        self.update_per_chunk = bool(update_per_chunk)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=1e-5)
         self.num_updates = 0
 
@@ -98,11 +112,12 @@ class RL2PPO:
         for _ in range(self.epochs):
             order = torch.randperm(N, generator=generator)
             for part in torch.tensor_split(order, min(self.minibatches, N)):
-                logs = self._update({name: value[:, part.to(value.device)] if value.dim() > 1 else value
-                                     for name, value in data.items()})
-                for name in sums:
-                    sums[name] += logs[name]
-                updates += 1
+                minibatch = {name: value[:, part.to(value.device)] if value.dim() > 1 else value
+                             for name, value in data.items()}
+                for logs in self._updates(minibatch):
+                    for name in sums:
+                        sums[name] += logs[name]
+                    updates += 1
         self.num_updates += 1
         out: StepLogs = {name: value / updates for name, value in sums.items()}
         out["ppo_updates"] = updates
@@ -145,10 +160,26 @@ class RL2PPO:
             .unsqueeze(0),
         }
 
-    def _update(self, data: dict[str, torch.Tensor]) -> dict[str, float]:
+    def _updates(self, minibatch: dict[str, torch.Tensor]):
+        """The Adam steps on one minibatch of trials: one, or one per BPTT chunk."""
+        if not self.update_per_chunk:
+            yield self._update(minibatch, minibatch["state"][0])[0]
+            return
+        state = minibatch["state"][0]
+        T = minibatch["mask"].shape[0]
+        for lo in range(0, T, self.bptt_chunk):
+            chunk = {name: value[lo:lo + self.bptt_chunk] for name, value in minibatch.items() if name != "state"}
+            if not chunk["mask"].any():
+                break  # every trial of the minibatch has ended: no step to learn from (Adam would still move)
+            logs, state = self._update(chunk, state)
+            yield logs
+            state = state.detach()
+
+    def _update(self, data: dict[str, torch.Tensor], state: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:
+        """One Adam step on ``data`` from ``state``; also the state after its last step."""
         mask = data["mask"]
         steps = mask.sum().clamp(min=1)
-        distribution, _ = self.policy.forward_trials(data["inputs"], data["state"][0], chunk=self.bptt_chunk)
+        distribution, final_state = self.policy.forward_trials(data["inputs"], state, chunk=self.bptt_chunk)
         log_probs = distribution.log_prob(data["actions"])
         ratio = torch.exp(log_probs - data["log_probs"])
         advantages = data["advantages"]
@@ -163,8 +194,8 @@ class RL2PPO:
             log_ratio = log_probs - data["log_probs"]
             approx_kl = (((ratio - 1) - log_ratio) * mask).sum() / steps
             clipped = (((ratio - 1).abs() > self.clip).float() * mask).sum() / steps
-        return {"loss": loss.item(), "entropy": entropy.item(), "approx_kl": approx_kl.item(),
-                "clip_fraction": clipped.item(), "grad_norm": grad_norm.item()}
+        return ({"loss": loss.item(), "entropy": entropy.item(), "approx_kl": approx_kl.item(),
+                 "clip_fraction": clipped.item(), "grad_norm": grad_norm.item()}, final_state)
 
     def state_dict(self) -> dict:
         """The optimiser's state and the update count (the minibatch order derives from it)."""

@@ -168,6 +168,16 @@ def validate_config(raw: Mapping[str, Any], source: str = "config") -> dict:
     for hyperparameter in (accepted or {h.key: h for h in SHARED_KEYS}).values():
         if hyperparameter is not SHARED_KEYS[0]:
             _resolve(hyperparameter, raw, config, problems)
+    if accepted is not None:
+        from maml_rl.metalearners import METALEARNERS
+
+        # Shared keys an algorithm has no use for: their default is accepted (resolved
+        # configs list every key), another value would be silently ignored.
+        unused = getattr(METALEARNERS[algorithm], "unused_shared_keys", {})
+        for key, why in unused.items():
+            if key in raw and key in config and config[key] != CONFIG_KEYS[key].default_value():
+                problems.append(f"{key}: {raw[key]!r} has no effect with algorithm {algorithm!r} ({why}); "
+                                f"remove the key")
     if "env-name" in config:
         problem = _check_env_id(config["env-name"])
         if problem:

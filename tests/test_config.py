@@ -231,6 +231,18 @@ def test_left_out_gamma_and_fast_lr_mean_the_api_defaults():
     assert all({"gamma", "fast-lr"} <= set(read_config_file(path)) for path in SHIPPED if "rl2" not in path.parts)
 
 
+def test_gradient_adaptation_keys_are_refused_for_rl2_unless_at_their_default():
+    rl2 = {**{k: v for k, v in MINIMAL.items() if k != "fast-lr"}, "algorithm": "rl2-ppo"}
+    with pytest.raises(ConfigError) as info:
+        validate_config({**rl2, "fast-lr": 0.1, "num-steps": 3, "loss-averaging": "step"}, source="rl2.yaml")
+    message = str(info.value)
+    assert "fast-lr: 0.1 has no effect with algorithm 'rl2-ppo'" in message
+    assert "num-steps: 3 has no effect" in message and "loss-averaging" not in message  # its default
+    # A resolved config.json lists every key at its default: it loads, and so does one without them.
+    config = validate_config(rl2)
+    assert validate_config(config) == config and config["fast-lr"] == CONFIG_KEYS["fast-lr"].default
+
+
 @pytest.fixture
 def second_algorithm(monkeypatch):
     """A made-up meta-learner, "toy", with one key of its own (clip-eps): added by a user, not shipped."""

@@ -50,6 +50,10 @@ class RL2PPO:
     #: Trials, not per-task adaptation: ``train.py`` samples with ``rollout_trials``.
     recurrent: ClassVar[bool] = True
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = RL2_PPO_KEYS
+    #: Shared keys of gradient adaptation, refused at any value but their default.
+    unused_shared_keys: ClassVar[dict[str, str]] = {
+        key: "RL² adapts in the policy's state, not by gradient steps"
+        for key in ("num-steps", "fast-lr", "loss-averaging")}
 
     def __init__(self, policy: torch.nn.Module, *, episodes_per_trial: int = DEFAULTS.episodes_per_trial,
                  epochs: int = DEFAULTS.ppo_epochs, minibatches: int = DEFAULTS.ppo_minibatches,

@@ -33,7 +33,12 @@ class TrialBatch(BatchEpisodes):
     :param final_state: ``[B, *state]``: its state after each trial's last step.
     :param start: ``(actions, rewards, dones)`` ``[B, ...]`` the previous values the
         trial's first input saw (zeros for a fresh trial; a discrete action -1, none).
+    :ivar inputs: what the policy saw, ``"rl2"`` or ``"observations"`` (set by the sampler).
+    :ivar reward_scale: the factor of the previous reward in RL²'s input (set by the sampler).
     """
+
+    inputs: str = "rl2"
+    reward_scale: float = 1.0
 
     def __init__(self, observations: ArrayLike, actions: ArrayLike, rewards: ArrayLike, lengths: ArrayLike, *,
                  dones: ArrayLike, episodes_per_trial: int, log_probs: Optional[ArrayLike] = None,
@@ -100,10 +105,12 @@ class TrialBatch(BatchEpisodes):
         return self.per_episode(self.infos[key], reduce="any")
 
     # ----------------------------------------------------------- RL² inputs
-    def policy_inputs(self, reward_scale: float = 1.0) -> torch.Tensor:
+    def policy_inputs(self, reward_scale: Optional[float] = None) -> torch.Tensor:
         """``[T, B, in]`` RL²'s input at every step, as the sampler built it: the
         observation and the previous step's action, scaled reward and done flag
-        (``start``'s at step 0)."""
+        (``start``'s at step 0); ``reward_scale`` defaults to the one sampled with."""
+        if reward_scale is None:
+            reward_scale = self.reward_scale
         actions, rewards, dones = self.start
         prev_actions = torch.cat([actions.to(self.actions.dtype).unsqueeze(0), self.actions[:-1]])
         prev_rewards = torch.cat([rewards.to(torch.float32).unsqueeze(0), self.rewards[:-1]])

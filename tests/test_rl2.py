@@ -84,6 +84,23 @@ def test_a_step_on_mean_action_trials_is_refused():
         learner.step(trials)
 
 
+def test_trials_sampled_otherwise_than_the_learner_trains_are_refused():
+    """The PPO ratios are exact only on the inputs the policy saw, from the state it started in."""
+    torch.manual_seed(0)
+    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
+    learner = RL2PPO(policy, episodes_per_trial=2, epochs=1, reward_scale=0.1, bptt_chunk=3)
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 4}, 2, policy, seed=0, num_workers=0) as sampler:
+        tasks = sampler.sample_tasks(2)
+        other_scale = sampler.rollout_trials(tasks, 2, chunk=3)  # reward_scale 1.0
+        no_states = sampler.rollout_trials(tasks, 2, reward_scale=0.1)
+        right = learner.sample(sampler, tasks, 0.9, "cpu")
+    with pytest.raises(ValueError, match=r"reward_scale=1.0; this learner trains on RL²'s inputs with reward_scale=0.1"):
+        learner.step(other_scale)
+    with pytest.raises(ValueError, match="recorded no policy states"):
+        learner.step(no_states)
+    assert right[0].reward_scale == 0.1 and learner.step(right)["ppo_updates"] == 1
+
+
 def test_the_first_epoch_starts_at_ratio_one_and_its_loss_is_the_hand_computed_surrogate():
     """Before any update the recomputed log-probs equal the behaviour ones (ratio 1), so
     the clipped surrogate is minus the masked mean advantage minus the entropy bonus."""

@@ -148,6 +148,9 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete):
                 assert x[OBS + width + 1] == float(batch.dones[t - 1, b] != 0)
     # And the batch rebuilds the same inputs for training.
     assert torch.equal(batch.policy_inputs(0.5)[:, 0][:batch.lengths[0]], torch.stack(seen)[:batch.lengths[0], 0])
+    # By default with the scale it was sampled with, which the batch records.
+    assert batch.reward_scale == 0.5 and batch.inputs == "rl2"
+    assert torch.equal(batch.policy_inputs(), batch.policy_inputs(0.5))
 
 
 def test_one_episode_trials_of_a_feed_forward_policy_are_rollout_episodes():

@@ -139,6 +139,16 @@ class RL2PPO:
             if batch.actions_from != "sample":
                 raise StaleEpisodesError("these trials took the policy's mean actions (evaluation); "
                                          "a policy-gradient step needs sampled ones")
+            # The ratios are exact only on the inputs the policy saw and from the state it started in.
+            if batch.inputs != "rl2" or batch.reward_scale != self.reward_scale:
+                raise StaleEpisodesError(
+                    f"these trials were sampled with inputs={batch.inputs!r}, reward_scale={batch.reward_scale}; "
+                    f"this learner trains on RL²'s inputs with reward_scale={self.reward_scale}: sample them with "
+                    "learner.sample(sampler, tasks, gamma, device) or rollout_trials(..., inputs='rl2', "
+                    "reward_scale=learner.reward_scale)")
+            if batch.chunk_states is None:
+                raise StaleEpisodesError("these trials recorded no policy states: sample them with "
+                                         "rollout_trials(..., chunk=learner.bptt_chunk) (learner.sample does)")
         baseline = LinearFeatureBaseline(int(np.prod(trials[0].observation_shape))).to(trials[0].device)
         for batch in trials:
             baseline.fit(batch)
@@ -159,9 +169,7 @@ class RL2PPO:
             "advantages": side_by_side(lambda b: b.advantages),
             "log_probs": side_by_side(lambda b: b.log_probs),
             "mask": side_by_side(lambda b: b.mask),
-            "state": torch.cat([b.chunk_states[0] if b.chunk_states is not None else
-                                self.policy.initial_state(b.batch_size, b.device) for b in trials]).to(self.device)
-            .unsqueeze(0),
+            "state": torch.cat([b.chunk_states[0] for b in trials]).to(self.device).unsqueeze(0),
         }
 
     def _updates(self, minibatch: dict[str, torch.Tensor]):

@@ -335,8 +335,11 @@ class MultiTaskSampler(LegacySamplerMethods):
         start_rows = None if trial.start is None else (trial.start.actions, trial.start.rewards, trial.start.dones)
 
         def assemble(trajectories):
-            return to_trials(trajectories, tasks, self.workload, gamma, device, trial.episodes, trial.chunk,
-                             start_rows)
+            batches = to_trials(trajectories, tasks, self.workload, gamma, device, trial.episodes, trial.chunk,
+                                start_rows)
+            for batch in batches:  # what policy_inputs() and a learner need to rebuild the inputs exactly
+                batch.inputs, batch.reward_scale = trial.inputs.value, float(trial.reward_scale)
+            return batches
 
         with self._in_use("rollout_trials"):
             return self._run(tasks, params, device, mode, trial, assemble)

@@ -69,7 +69,7 @@ def trial_seeds_for(seed: int, call: int, num_slots: int, episodes: int) -> np.n
 
 def reference_trials(env_fn: Callable[[], Any], policy, tasks: Sequence[Any], batch_size: int, seed: int, call: int,
                      horizon: int, episodes: int, reward_scale: float = 1.0, rl2: bool = True,
-                     start: Optional[dict] = None) -> list:
+                     start: Optional[dict] = None, mean: bool = False) -> list:
     """One dict per task: ``observations``, ``actions``, ``rewards``, ``dones`` ``[T, B]``,
     ``log_probs``, ``lengths`` ``[B]``, ``final_state`` ``[B, *state]``, ``states`` (the
     state before every step, ``[T, B, *state]``)."""
@@ -114,13 +114,21 @@ def reference_trials(env_fn: Callable[[], Any], policy, tasks: Sequence[Any], ba
             with torch.no_grad():
                 distribution, next_state = policy.step(x.unsqueeze(0), state.unsqueeze(0))
             if discrete:
-                cdf = distribution.probs[0].cumsum(-1)
-                action = torch.tensor(int((noise[t, j] >= cdf / cdf[-1]).sum()))
+                probs = distribution.probs[0]
+                if mean:  # the most probable action, the lowest index among ties
+                    best = 0
+                    for i in range(1, len(probs)):
+                        if probs[i] > probs[best]:
+                            best = i
+                    action = torch.tensor(best)
+                else:
+                    cdf = probs.cumsum(-1)
+                    action = torch.tensor(int((noise[t, j] >= cdf / cdf[-1]).sum()))
                 env_action = np.int64(action)
                 log_prob = distribution.log_prob(action.unsqueeze(0))[0]
             else:
                 base = distribution.base_dist
-                action = base.loc[0] + base.scale[0] * noise[t, j]
+                action = base.loc[0] if mean else base.loc[0] + base.scale[0] * noise[t, j]
                 env_action = action.numpy()
                 log_prob = distribution.log_prob(action.unsqueeze(0))[0]
             state = next_state[0]

@@ -33,6 +33,7 @@ from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
 from maml_rl.samplers.backends.ray import _placement, _split
 import differential_envs
 import naive_sampler
+import naive_trials
 import sampler_envs
 from naive_sampler import UnbatchedElementwisePolicy
 from process_utils import wait_until_gone
@@ -43,6 +44,7 @@ from sampler_envs import make_probe_env
 cloudpickle.register_pickle_by_value(sampler_envs)
 cloudpickle.register_pickle_by_value(naive_sampler)
 cloudpickle.register_pickle_by_value(differential_envs)
+cloudpickle.register_pickle_by_value(naive_trials)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
@@ -467,6 +469,15 @@ def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_acto
                 for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs", "final_state"):
                     assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
                 assert x.chunk_states is None or torch.equal(x.chunk_states, y.chunk_states)
+
+
+@pytest.mark.parametrize("actors, discrete", [(1, False), (3, True)], ids=["1-actor-continuous", "3-actors-discrete"])
+def test_ray_trials_equal_the_naive_reference_over_the_degenerate_shapes(cluster, actors, discrete):
+    """The trials' differential test (one task, one trial, horizon 1, episodes ending at step 1, ...)
+    against the plain-loop reference, on the cluster."""
+    from test_trials import SHAPES, run_shapes
+
+    run_shapes(discrete, SHAPES, backend="ray", ray_actors=actors)
 
 
 def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster):

@@ -187,3 +187,23 @@ def test_one_chunk_per_trial_makes_update_per_chunk_the_plain_update():
 def test_learner_arguments_are_checked(argument):
     with pytest.raises(ValueError, match=f"{argument} must be an int >= 1, got 0"):
         RL2PPO(GRUPolicy(6, 2, (8,), 4), **{argument: 0})
+
+
+def test_a_categorical_gru_samples_and_trains_on_a_discrete_env():
+    """RL² on a bandit: the categorical head through the sampler's trials and one PPO step
+    (the first epoch recomputes the behaviour log-probabilities exactly: ratio 1)."""
+    import maml_rl.envs
+
+    torch.manual_seed(0)
+    env = maml_rl.envs.make_env("Bandit-K5-v0", max_episode_steps=4)()
+    policy = RL2PPO.make_policy(env, {"hidden-sizes": [8], "gru-size": 4, "nonlinearity": "tanh"})
+    assert policy.categorical and policy.input_size == 1 + 5 + 2
+    learner = RL2PPO(policy, episodes_per_trial=2, epochs=1, bptt_chunk=3, normalize_advantages=False)
+    with MultiTaskSampler("Bandit-K5-v0", {"max_episode_steps": 4}, 3, policy, seed=1, num_workers=0) as sampler:
+        trials = learner.sample(sampler, sampler.sample_tasks(2), 0.9, "cpu")
+    assert trials[0].actions.dtype == torch.int64 and set(trials[0].actions.unique().tolist()) <= set(range(5))
+    data = learner._prepare(trials)
+    distribution, _ = policy.forward_trials(data["inputs"], data["state"][0], chunk=3)
+    assert ((distribution.log_prob(data["actions"]) - data["log_probs"]).abs() * data["mask"]).max() < 1e-5
+    logs = learner.step(trials)
+    assert logs["ppo_updates"] == 1 and abs(logs["approx_kl"]) < 1e-6 and logs["clip_fraction"] == 0.0

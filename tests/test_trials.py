@@ -58,7 +58,7 @@ def assert_trials_equal(batches, reference, label, chunk=None):
                         assert torch.equal(got.chunk_states[c, b], want["states"][t, b]), (label, k, c, b)
 
 
-def run_shapes(discrete, shapes, batched=True, chunk=2, **kwargs):
+def run_shapes(discrete, shapes, batched=True, chunk=2, actions="sample", **kwargs):
     by_sampler = {}
     for shape in shapes:
         by_sampler.setdefault((shape[2], shape[3]), []).append(shape)
@@ -69,9 +69,9 @@ def run_shapes(discrete, shapes, batched=True, chunk=2, **kwargs):
             results = []
             # Each shape twice in a row: two calls on one sampler.
             for call, (label, tasks, _, _, episodes) in enumerate(group + group):
-                batches = sampler.rollout_trials(tasks, episodes, reward_scale=0.1, chunk=chunk)
+                batches = sampler.rollout_trials(tasks, episodes, reward_scale=0.1, chunk=chunk, actions=actions)
                 reference = reference_trials(factory(discrete, horizon), policy, tasks, batch_size, SEED, call,
-                                             horizon, episodes, reward_scale=0.1)
+                                             horizon, episodes, reward_scale=0.1, mean=actions == "mean")
                 assert_trials_equal(batches, reference, label, chunk)
                 results.append((batches, reference, label))
             for batches, reference, label in results:
@@ -83,6 +83,11 @@ def run_shapes(discrete, shapes, batched=True, chunk=2, **kwargs):
                          ids=["in-process", "3-workers", "3-workers-partial"])
 def test_trials_equal_the_naive_reference(discrete, num_workers, partial):
     run_shapes(discrete, SHAPES, num_workers=num_workers, partial=partial)
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+def test_mean_action_trials_equal_the_naive_reference(discrete):
+    run_shapes(discrete, SHAPES, actions="mean", num_workers=3, partial=True)
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])

@@ -110,6 +110,21 @@ def test_resume_honours_the_given_config(reference, tmp_path):
         run(write_config(tmp_path, "other-lr.yaml", **{"fast-lr": 0.3}), folder, "--resume")
 
 
+def test_the_command_that_started_a_run_with_set_continues_it(tmp_path):
+    """`--config F --set K=V --resume` compared F without V to the run and refused its own command."""
+    config = write_config(tmp_path)
+    whole, folder = tmp_path / "whole", tmp_path / "run"
+    run(config, whole, "--seed", "7", "--num-batches", "2", "--set", "fast-lr=0.3")
+    run(config, folder, "--seed", "7", "--num-batches", "1", "--set", "fast-lr=0.3")
+    run(config, folder, "--resume", "--num-batches", "2", "--set", "fast-lr=0.3")
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 2
+    assert_same_policy(load_policy(folder), load_policy(whole))
+    with pytest.raises(ConfigError, match=r"(?s)differs from the run.s configuration.*fast-lr: 0.3 -> 0.4"):
+        run(config, folder, "--resume", "--num-batches", "3", "--set", "fast-lr=0.4")
+    with pytest.raises(ConfigError, match=r"(?s)differs from the run.s configuration.*fast-lr: 0.3 -> 0.1"):
+        run(config, folder, "--resume", "--num-batches", "3")  # the file alone is not the run's configuration
+
+
 def test_resume_twice_is_safe(reference, tmp_path):
     """The first command of the README may be run again: it continues, then has nothing to do."""
     folder = tmp_path / "run"

@@ -191,8 +191,10 @@ def test_run_folder_is_protected(reference_run, tmp_path):
     # --resume where there is no run yet starts one: the same command starts, then continues a run.
     run(config, tmp_path / "fresh", "--resume", "--seed", "7")
     assert_same_policy(load_policy(tmp_path / "fresh"), load_policy(reference_run))
-    with pytest.raises(ConfigError, match="only num-batches may change"):
+    with pytest.raises(ConfigError, match=r"(?s)differs from the run's configuration.*fast-lr: 0.1 -> 0.2"):
         run(config, reference_run, "--resume", "--set", "fast-lr=0.2")
+    with pytest.raises(ConfigError, match="only num-batches may change"):  # the run's own configuration
+        train.main(["--output-folder", str(reference_run), "--resume", "--set", "fast-lr=0.2", "--num-workers", "0"])
     with pytest.raises(ConfigError, match="--seed 8 differs"):
         run(config, reference_run, "--resume", "--seed", "8")
     with pytest.raises(ConfigError, match="differs from the run's"):

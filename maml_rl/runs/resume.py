@@ -64,7 +64,8 @@ def resolve_run_config(
         # Killed between the two writes, or config.json lost: the checkpoint holds the configuration too.
         saved = validate_config(read_checkpoint(checkpoint)["config"], source=str(checkpoint))
     if config_path is not None:
-        given = load_config(config_path)
+        # The file as the command gives it: the same --set that started the run continues it.
+        given = load_config(config_path, overrides=[(k, v) for k, v in overrides if k not in RESUMABLE_CHANGES])
         differences = config_diff(saved, given, ignore=("seed", *RESUMABLE_CHANGES))
         if differences:
             raise ConfigError(

@@ -119,7 +119,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                 postfix = {"before": f"{stats['return_before']:.2f}", "after": f"{stats['return_after']:.2f}"}
                 if "success_before" in stats:
                     postfix["success"] = f"{stats['success_before']:.0%}->{stats['success_after']:.0%}"
-                if trend["gain_lost"] >= decline.alert:
+                if decline.alerted:
                     postfix["gain_lost"] = f"{trend['gain_lost']:.0%}"
                 progress.set_postfix(postfix)
                 if warning:

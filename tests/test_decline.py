@@ -37,6 +37,25 @@ def test_no_gain_nothing_to_lose_and_a_rising_run_is_quiet():
     assert all(w is None for _, w in feed(DeclineMonitor(window=2), range(50)))
 
 
+def test_a_gain_within_the_noise_is_not_a_collapse():
+    # window 2: first mean 0.5, best 0.65 ([1, 0.3]); at the end the mean is 0, so gain_lost = 0.65 / 0.15.
+    out = feed(DeclineMonitor(window=2, alert=0.25, z=3.0), [0.0, 1.0, 0.0, 1.0, 0.3, 1.0, 0.0, 0.0])
+    assert out[-1][0]["gain_lost"] == pytest.approx(0.65 / 0.15)
+    # Pooled sd of [1, 0.3] and [0, 0] about their means: sqrt(2 * 0.35**2 / 2) = 0.35, so a window mean's
+    # standard error is 0.35 / sqrt(2); the gain 0.15 is far below 3 * sqrt(2) of it.
+    assert all(warning is None for _, warning in out)
+    # With z = 0 the same curve warns, as every monitor did before the noise test.
+    assert [i for i, (_, w) in enumerate(feed(DeclineMonitor(window=2, z=0.0), [0.0, 1.0, 0.0, 1.0, 0.3, 1.0, 0.0, 0.0])) if w] == [6]
+
+
+def test_a_real_gain_warns_once_the_drop_is_beyond_the_noise():
+    out = feed(DeclineMonitor(window=2, alert=0.25, z=3.0), [0.0, 1.0, 0.0, 1.0, 10.0, 11.0, 0.0, 0.0])
+    # Iteration 6: mean 5.5 of [11, 0], half the gain of 10 lost, but the pooled sd is sqrt((0.5 + 60.5) / 2):
+    # a standard error of 3.9, and 3 * sqrt(2) * 3.9 > 10. Iteration 7: [0, 0], error sqrt(0.5 / 2 / 2) = 0.35.
+    assert out[6][0]["gain_lost"] == pytest.approx(0.5) and out[6][1] is None
+    assert out[7][0]["gain_lost"] == pytest.approx(1.05) and "given back 105%" in out[7][1]
+
+
 def test_replay_continues_as_an_uninterrupted_monitor():
     values = [0.0, 3.0, 8.0, 9.0, 5.0, 4.0, 9.5, 1.0, 2.0]
     for cut in range(len(values) + 1):
@@ -49,3 +68,5 @@ def test_bad_settings():
         DeclineMonitor(window=0)
     with pytest.raises(ValueError):
         DeclineMonitor(alert=0)
+    with pytest.raises(ValueError):
+        DeclineMonitor(z=-1)

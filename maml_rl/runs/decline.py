@@ -6,10 +6,18 @@ limit with its surrogate improving: nothing in the step's logs changed. What
 does change is the return itself, so the run watches that: the mean of the last
 ``window`` iterations' return after adaptation, its best so far, and the share
 of the run's gain (best minus the first window's mean) lost since the best.
+
+Early in a run the gain can be smaller than the noise of a mean of ``window``
+returns, and then any dip reads as a large share of it (ProMP at iteration 11:
+"221% of the gain"). So the warning also asks that the gain and the loss each
+be ``z`` standard errors: the standard deviation is pooled from the best window
+and the current one, each about its own mean, so a steady trend inside a window
+does not count as noise.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 __all__ = ["DeclineMonitor"]
@@ -20,17 +28,19 @@ class DeclineMonitor:
 
     :param window: iterations in the moving mean.
     :param alert: ``gain_lost`` at which :meth:`update` returns a warning (once, until it recovers below half).
+    :param z: standard errors of a window mean that the gain and the loss must each reach before a warning.
     """
 
-    def __init__(self, window: int = 10, alert: float = 0.25) -> None:
-        if window < 1 or not 0 < alert <= 1:
-            raise ValueError(f"need window >= 1 and 0 < alert <= 1, got {window}, {alert}")
-        self.window, self.alert = window, alert
+    def __init__(self, window: int = 10, alert: float = 0.25, z: float = 3.0) -> None:
+        if window < 1 or not 0 < alert <= 1 or not z >= 0:
+            raise ValueError(f"need window >= 1, 0 < alert <= 1 and z >= 0, got {window}, {alert}, {z}")
+        self.window, self.alert, self.z = window, alert, z
         self.values: list[float] = []
         self.first: float | None = None
         self.best: float | None = None
+        self.best_window: list[float] = []
         self.best_iteration = -1
-        self.alerted = False
+        self.alerted = False  # a warning was given and the run has not recovered below alert / 2 since
 
     @classmethod
     def replay(cls, values: Iterable[float], **kwargs) -> "DeclineMonitor":
@@ -51,12 +61,12 @@ class DeclineMonitor:
             if self.first is None:
                 self.first = mean
             if self.best is None or mean > self.best:
-                self.best, self.best_iteration = mean, iteration
+                self.best, self.best_iteration, self.best_window = mean, iteration, recent
             gain = self.best - self.first
             lost = (self.best - mean) / gain if gain > 0 else 0.0
         metrics = {f"return_after_mean{self.window}": mean, "gain_lost": lost}
         warning = None
-        if lost >= self.alert and not self.alerted:
+        if lost >= self.alert and not self.alerted and self._beyond_noise(mean):
             self.alerted = True
             warning = (f"iteration {iteration}: the return after adaptation ({self.window}-iteration mean "
                        f"{mean:.2f}) has given back {lost:.0%} of the run's gain since its best, {self.best:.2f} at "
@@ -64,3 +74,14 @@ class DeclineMonitor:
         elif lost < self.alert / 2:
             self.alerted = False
         return metrics, warning
+
+    def _beyond_noise(self, mean: float) -> bool:
+        """Whether the gain and the loss are each ``z`` standard errors of a window mean."""
+        best, now = self.best_window, self.values[-self.window:]
+        dof = len(best) + len(now) - 2
+        if dof <= 0:  # window 1: no scatter to measure
+            return True
+        squares = sum((v - self.best) ** 2 for v in best) + sum((v - mean) ** 2 for v in now)
+        error = math.sqrt(squares / dof / self.window)
+        # The gain compares two window means, hence its sqrt(2).
+        return self.best - self.first >= self.z * error * math.sqrt(2) and self.best - mean >= self.z * error

@@ -7,9 +7,10 @@
 Each argument is a run folder, or a folder of run folders (``train.py
 --seeds`` writes ``seed-<n>`` ones). Each run scores its held-out mean return
 after adaptation from test.py's ``results.npz``; runs group by env and
-algorithm; the table gives the interquartile mean over a group's runs with its
+algorithm, and apart where their configs differ (other than seed and
+iteration count: ``promp (outer-kl-limit=0.1)``); the table gives the interquartile mean over a group's runs with its
 95% stratified bootstrap interval (rliable: ``pip install 'maml_rl[stats]'``),
-the mean, the worst seed, and for two algorithms on one env the probability
+the mean, the worst seed, and for each two groups on one env the probability
 that a run of one beats a run of the other. ``--plot`` draws the training curves
 (return after adaptation on the training tasks) as IQM with 95% bands.
 """
@@ -64,7 +65,7 @@ def plot(summaries, output: str, reps: int, seed: int) -> None:
     for ax, env in zip(axes[0], envs):
         for s in (s for s in summaries if s.env == env):
             c = curves(s, reps=reps, seed=seed)
-            ax.plot(c["env_steps"], c["iqm"], label=f"{s.algorithm} ({len(s.runs)} seeds)")
+            ax.plot(c["env_steps"], c["iqm"], label=f"{s.label} ({len(s.runs)} seeds)")
             ax.fill_between(c["env_steps"], c["low"], c["high"], alpha=0.25)
         ax.set(title=env, xlabel="env steps", ylabel="return after adaptation (IQM, 95% CI)")
         ax.legend()
@@ -89,13 +90,13 @@ def main(argv: list[str] | None = None) -> dict:
                 comparisons[(i, j)] = compare(a, b, seed=args.seed)
     print(format_report(summaries, comparisons))
     figures = {
-        "groups": [{"env": s.env, "algorithm": s.algorithm, "seeds": [r.seed for r in s.runs],
+        "groups": [{"env": s.env, "algorithm": s.algorithm, "label": s.label, "settings": s.settings, "seeds": [r.seed for r in s.runs],
                     "folders": [str(r.folder) for r in s.runs], "scores": [r.after for r in s.runs],
                     "iqm": s.iqm, "ci": list(s.ci), "mean": s.mean, "worst_seed": s.worst.seed,
                     "worst": s.worst.after, "iqm_before": s.before_iqm, "success_iqm": s.success_iqm,
                     "success_ci": None if s.success_ci is None else list(s.success_ci),
                     "env_steps": [float(r.env_steps[-1]) for r in s.runs], "notes": s.notes} for s in summaries],
-        "comparisons": [{"env": summaries[i].env, "a": summaries[i].algorithm, "b": summaries[j].algorithm,
+        "comparisons": [{"env": summaries[i].env, "a": summaries[i].label, "b": summaries[j].label,
                          "probability_a_beats_b": p, "ci": list(ci)} for (i, j), (p, ci) in comparisons.items()],
     }
     if args.json:

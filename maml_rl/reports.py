@@ -2,7 +2,11 @@
 
 A run folder (``train.py --output-folder``) holds ``config.json``, ``metrics.jsonl``
 and, once ``test.py`` has evaluated it, ``results.npz``. Runs are grouped by
-environment and algorithm; each run's score is its held-out mean return (and
+environment and algorithm, and further by any setting in which runs of one
+algorithm differ (``promp (outer-kl-limit=0.1)`` beside ``promp
+(outer-kl-limit=null)``; a key a config leaves out counts as its default), so
+that two configurations are never pooled into one figure; the seed and the
+iteration count do not split a group (a budget that differs is noted). Each run's score is its held-out mean return (and
 success) after adaptation, from ``results.npz``, and its training curve the
 ``return_after`` of ``metrics.jsonl``. Across runs the aggregate is the IQM
 with a 95% stratified bootstrap confidence interval ("Deep Reinforcement
@@ -43,6 +47,7 @@ class Run:
     success_after: float | None
     env_steps: np.ndarray  # [iterations] cumulative env steps of training
     curve: np.ndarray  # [iterations] return after adaptation on the training tasks
+    config: dict[str, Any] = field(default_factory=dict)  # config.json with the algorithm's defaults filled in
 
 
 @dataclass
@@ -60,6 +65,29 @@ class Summary:
     success_iqm: float | None = None
     success_ci: tuple[float, float] | None = None
     notes: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)  # the keys that set this group apart from its algorithm's others
+
+    @property
+    def label(self) -> str:
+        """The algorithm, with the settings that tell it from other groups of the same algorithm."""
+        if not self.settings:
+            return self.algorithm
+        return f"{self.algorithm} ({', '.join(f'{k}={json.dumps(v)}' for k, v in self.settings.items())})"
+
+
+# Keys in which runs of one configuration differ: they do not split a group.
+RUN_KEYS = ("seed", "num-batches")
+
+
+def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its algorithm's defaults for the keys it leaves out (older runs lack newer keys)."""
+    from maml_rl.config import config_keys
+
+    try:
+        keys = config_keys(str(config.get("algorithm", "maml-trpo")))
+    except KeyError:
+        return dict(config)
+    return {**{key: h.default_value() for key, h in keys.items() if not h.required}, **config}
 
 
 def _rliable():
@@ -103,7 +131,7 @@ def load_run(folder: str | Path, results: str = "results.npz") -> Run:
     curve, env_steps = columns["return_after"], columns["total_env_steps"]
     return Run(folder, str(config["env-name"]), str(config.get("algorithm", "maml-trpo")), config.get("seed"),
                float(after.mean()), float(before.mean()), None if success is None else float(success.mean()),
-               env_steps, curve)
+               env_steps, curve, _with_defaults(config))
 
 
 def _estimates(library: Any, *args: Any, seed: int, **kwargs: Any) -> tuple[dict, dict]:
@@ -124,19 +152,38 @@ def _interval(scores: np.ndarray, reps: int, seed: int) -> tuple[float, tuple[fl
     return float(point["x"][0]), (float(ci["x"][0, 0]), float(ci["x"][1, 0]))
 
 
-def summarise(runs: Sequence[Run], reps: int = 50_000, seed: int = 0) -> list[Summary]:
-    """One :class:`Summary` per (env, algorithm), in the order first seen."""
-    _, metrics = _rliable()
-    groups: dict[tuple[str, str], list[Run]] = {}
+def _groups(runs: Sequence[Run]) -> list[tuple[str, str, dict[str, Any], list[Run]]]:
+    """(env, algorithm, settings, runs): by env and algorithm, then by the settings in which those runs differ."""
+    by_algorithm: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
-        groups.setdefault((run.env, run.algorithm), []).append(run)
+        by_algorithm.setdefault((run.env, run.algorithm), []).append(run)
     out = []
-    for (env, algorithm), members in groups.items():
+    for (env, algorithm), members in by_algorithm.items():
+        keys = [key for key in dict.fromkeys(k for run in members for k in run.config) if key not in RUN_KEYS
+                and any(run.config.get(key) != members[0].config.get(key) for run in members)]
+        split: list[tuple[dict[str, Any], list[Run]]] = []
+        for run in members:
+            settings = {key: run.config.get(key) for key in keys}
+            same = next((group for group in split if group[0] == settings), None)
+            if same is None:
+                split.append((settings, [run]))
+            else:
+                same[1].append(run)
+        out.extend((env, algorithm, settings, group) for settings, group in split)
+    return out
+
+
+def summarise(runs: Sequence[Run], reps: int = 50_000, seed: int = 0) -> list[Summary]:
+    """One :class:`Summary` per (env, algorithm, distinguishing settings), in the order first seen."""
+    _, metrics = _rliable()
+    out = []
+    for env, algorithm, settings, members in _groups(runs):
         scores = np.array([run.after for run in members])
         iqm, ci = _interval(scores, reps, seed)
         summary = Summary(env, algorithm, members, iqm, ci, float(scores.mean()),
                           min(members, key=lambda run: run.after),
-                          float(metrics.aggregate_iqm(np.array([[run.before] for run in members]))))
+                          float(metrics.aggregate_iqm(np.array([[run.before] for run in members]))),
+                          settings=settings)
         successes = [run.success_after for run in members]
         if all(s is not None for s in successes):
             summary.success_iqm, summary.success_ci = _interval(np.array(successes), reps, seed)
@@ -179,7 +226,7 @@ def curves(summary: Summary, points: int = 50, reps: int = 2_000, seed: int = 0)
 
 
 def format_report(summaries: Sequence[Summary], comparisons: dict[tuple[int, int], Any] | None = None) -> str:
-    """The table printed by ``report.py``: one row per (env, algorithm), then the pairwise comparisons."""
+    """The table printed by ``report.py``: one row per group, then the pairwise comparisons."""
     lines = ["env | algorithm | runs (seeds) | return after adaptation: IQM [95% CI] | mean | worst seed | "
              "IQM before | success after: IQM [95% CI]",
              "----|-----------|--------------|---------------------------------------|------|------------|"
@@ -188,13 +235,13 @@ def format_report(summaries: Sequence[Summary], comparisons: dict[tuple[int, int
         seeds = ", ".join(str(run.seed) for run in s.runs)
         success = "" if s.success_iqm is None else \
             f"{s.success_iqm:.1%} [{s.success_ci[0]:.1%}, {s.success_ci[1]:.1%}]"
-        lines.append(f"{s.env} | {s.algorithm} | {len(s.runs)} ({seeds}) | {s.iqm:.2f} [{s.ci[0]:.2f}, {s.ci[1]:.2f}] | "
+        lines.append(f"{s.env} | {s.label} | {len(s.runs)} ({seeds}) | {s.iqm:.2f} [{s.ci[0]:.2f}, {s.ci[1]:.2f}] | "
                      f"{s.mean:.2f} | {s.worst.after:.2f} (seed {s.worst.seed}) | {s.before_iqm:.2f} | {success}")
     for s in summaries:
         for note in s.notes:
-            lines.append(f"note: {s.env} {s.algorithm}: {note}")
+            lines.append(f"note: {s.env} {s.label}: {note}")
     for (i, j), (p, (lo, hi)) in (comparisons or {}).items():
         a, b = summaries[i], summaries[j]
-        lines.append(f"{a.env}: P({a.algorithm} > {b.algorithm}) = {p:.2f} [{lo:.2f}, {hi:.2f}] "
+        lines.append(f"{a.env}: P({a.label} > {b.label}) = {p:.2f} [{lo:.2f}, {hi:.2f}] "
                      f"(IQM {a.iqm:.2f} vs {b.iqm:.2f}, difference {a.iqm - b.iqm:+.2f})")
     return "\n".join(lines)

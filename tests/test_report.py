@@ -72,6 +72,34 @@ def test_probability_of_improvement_at_its_extremes():
     assert compare(*tie, reps=200)[0] == 0.5
 
 
+def test_runs_of_one_algorithm_with_other_settings_are_not_pooled():
+    from maml_rl.reports import _with_defaults
+
+    def run(score, seed, **config):
+        r = fake_run(score, "promp", seed)
+        r.config = _with_defaults({"algorithm": "promp", "env-name": "Env-v0", "seed": seed, "num-batches": 300,
+                                   **config})
+        return r
+
+    # A key left out is its default (None): seed 1 and 2 are one configuration, the limited runs another;
+    # a run stopped at another iteration count stays in its group (the budget note says so).
+    runs = [run(1.0, 1), run(2.0, 2, **{"outer-kl-limit": None}), run(10.0, 1, **{"outer-kl-limit": 0.1}),
+            run(12.0, 2, **{"outer-kl-limit": 0.1, "num-batches": 200})]
+    plain, limited = summarise(runs, reps=200)
+    assert [r.seed for r in plain.runs] == [1, 2] and [r.seed for r in limited.runs] == [1, 2]
+    assert plain.settings == {"outer-kl-limit": None} and limited.settings == {"outer-kl-limit": 0.1}
+    assert plain.label == "promp (outer-kl-limit=null)" and limited.label == "promp (outer-kl-limit=0.1)"
+    assert plain.iqm == pytest.approx(1.5) and limited.iqm == pytest.approx(11.0)
+    # One configuration: the label is the algorithm's alone.
+    (alone,) = summarise(runs[:2], reps=200)
+    assert alone.label == "promp" and alone.settings == {}
+    # Two keys that differ: both name the group, in the hyperparameter table's order.
+    runs.append(run(5.0, 3, **{"outer-kl-limit": 0.1, "outer-lr": 0.01}))
+    labels = [s.label for s in summarise(runs, reps=200)]
+    assert labels == ["promp (outer-lr=0.001, outer-kl-limit=null)", "promp (outer-lr=0.001, outer-kl-limit=0.1)",
+                      "promp (outer-lr=0.01, outer-kl-limit=0.1)"]
+
+
 def test_curves_follow_the_common_length():
     runs = [fake_run(0, seed=s, curve=[s, s + 1, s + 2, 99][: 3 + (s == 0)]) for s in range(4)]
     (summary,) = summarise(runs, reps=200)

@@ -178,6 +178,10 @@ def validate_config(raw: Mapping[str, Any], source: str = "config") -> dict:
             if key in raw and key in config and config[key] != CONFIG_KEYS[key].default_value():
                 problems.append(f"{key}: {raw[key]!r} has no effect with algorithm {algorithm!r} ({why}); "
                                 f"remove the key")
+        # Keys that only make sense together: the meta-learner says which (before any work starts).
+        together = getattr(METALEARNERS[algorithm], "config_problems", None)
+        if together is not None and not problems:
+            problems.extend(together(config))
     if "env-name" in config:
         problem = _check_env_id(config["env-name"])
         if problem:

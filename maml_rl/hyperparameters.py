@@ -321,6 +321,10 @@ PROMP_KEYS: tuple[Hyperparameter, ...] = (
     Hyperparameter("outer-kl-limit", float, None, optional(number(0.0, open_low=True)),
                    "Most mean KL of the adapted policies from those that sampled: an Adam step that exceeds it is "
                    "undone and ends the iteration's steps (null: no limit, as ProMP).", argument="outer_kl_limit"),
+    Hyperparameter("outer-kl-backtracks", int, 0, integer(0),
+                   "With outer-kl-limit: halve an Adam step that exceeds the limit up to this many times and keep "
+                   "the first within it, with Adam's moments (0: undo the step and its moments).",
+                   argument="outer_kl_backtracks"),
 )
 
 #: Each algorithm's own keys, by its ``algorithm`` name (the meta-learner's ``hyperparameters``).

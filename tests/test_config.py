@@ -243,6 +243,18 @@ def test_gradient_adaptation_keys_are_refused_for_rl2_unless_at_their_default():
     assert validate_config(config) == config and config["fast-lr"] == CONFIG_KEYS["fast-lr"].default
 
 
+def test_outer_kl_backtracks_need_an_outer_kl_limit():
+    promp = {**MINIMAL, "algorithm": "promp"}
+    with pytest.raises(ConfigError, match="outer-kl-backtracks: 3 shortens the steps that exceed outer-kl-limit, "
+                                          "which is not set: set outer-kl-limit too"):
+        validate_config({**promp, "outer-kl-backtracks": 3}, source="promp.yaml")
+    config = validate_config({**promp, "outer-kl-backtracks": 3, "outer-kl-limit": 0.1})
+    assert (config["outer-kl-backtracks"], config["outer-kl-limit"]) == (3, 0.1)
+    assert validate_config(promp)["outer-kl-backtracks"] == 0
+    with pytest.raises(ConfigError, match="outer-kl-backtracks: got -1"):
+        validate_config({**promp, "outer-kl-backtracks": -1, "outer-kl-limit": 0.1})
+
+
 @pytest.fixture
 def second_algorithm(monkeypatch):
     """A made-up meta-learner, "toy", with one key of its own (clip-eps): added by a user, not shipped."""

@@ -193,7 +193,7 @@ def test_a_step_on_sampled_episodes_then_the_refusals(sampled):
     learner = learner_at(state)
     logs = learner.step(train, valid)
     assert set(logs) == {"loss_before", "loss_after", "inner_kl", "inner_kl_coef", "outer_kl", "clip_fraction",
-                         "outer_steps", "time_update"}
+                         "outer_steps", "outer_step_scale", "time_update"}
     assert logs["outer_steps"] == 5
     assert all(math.isfinite(v) for v in logs.values())
     assert abs(logs["loss_before"]) < 1e-6  # the ratio is 1 and the advantages are centred at the first step
@@ -228,11 +228,15 @@ def _stepped(state, train, valid, **kwargs):
     return learner.policy.state_dict(), learner.optimizer.state_dict()["state"], logs
 
 
+def _assert_same_moments(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert all(torch.equal(a[k][m], b[k][m]) for m in ("step", "exp_avg", "exp_avg_sq"))
+
+
 def _assert_same_state(a, b):
     assert a[0].keys() == b[0].keys() and all(torch.equal(a[0][k], b[0][k]) for k in a[0])
-    assert a[1].keys() == b[1].keys()
-    for k in a[1]:
-        assert all(torch.equal(a[1][k][m], b[1][k][m]) for m in ("step", "exp_avg", "exp_avg_sq"))
+    _assert_same_moments(a[1], b[1])
 
 
 def test_outer_kl_limit_undoes_the_step_that_exceeds_it(sampled):
@@ -264,6 +268,44 @@ def test_outer_kl_limit_below_the_first_step_keeps_the_policy_and_the_moments(sa
         learner_at(state, outer_kl_limit=0.0)
     with pytest.raises(ValueError, match="outer_kl_limit"):
         learner_at(state, outer_kl_limit=float("nan"))
+
+
+def test_outer_kl_backtracks_keep_the_first_halved_step_within_the_limit(sampled):
+    state, train, valid, _ = sampled
+    # The first Adam step with no limit: where it goes, its moments, and how far it moves the adapted policies.
+    full = _stepped(state, train, valid, outer_steps=1)
+    limit = full[2]["outer_kl"] / 5  # below the full step: some halving is needed
+    policy, moments, logs = _stepped(state, train, valid, outer_kl_limit=limit, outer_kl_backtracks=12)
+    j = round(-math.log2(logs["outer_step_scale"]))
+    assert 1 <= j <= 12 and logs["outer_step_scale"] == 0.5 ** j and logs["outer_steps"] == 1
+    assert logs["outer_kl"] <= limit
+    # By hand: the parameters are the start plus 0.5**j of the full step's move; Adam's moments are the full step's.
+    for name, value in policy.items():
+        assert torch.equal(value, state[name] + 0.5 ** j * (full[0][name] - state[name])), name
+    _assert_same_moments(moments, full[1])
+    # j is the first halving within the limit: with j - 1 backtracks the step is undone, moments and all.
+    policy, moments, logs = _stepped(state, train, valid, outer_kl_limit=limit, outer_kl_backtracks=j - 1)
+    assert logs["outer_steps"] == 0 and logs["outer_step_scale"] == 0.0 and moments == {}
+    assert all(torch.equal(v, state[k]) for k, v in policy.items())
+
+
+def test_outer_kl_backtracks_after_steps_within_the_limit_and_their_misuse(sampled):
+    state, train, valid, _ = sampled
+    kl = {n: learner_at(state, outer_steps=n).step(train, valid)["outer_kl"] for n in (2, 3)}
+    limited = _stepped(state, train, valid, outer_kl_limit=(kl[2] + kl[3]) / 2, outer_kl_backtracks=8)
+    # Two whole steps, then the third halved until within the limit, and no fourth.
+    assert limited[2]["outer_steps"] == 3 and 0 < limited[2]["outer_step_scale"] < 1
+    assert limited[2]["outer_kl"] <= (kl[2] + kl[3]) / 2
+    _assert_same_moments(limited[1], _stepped(state, train, valid, outer_steps=3)[1])  # the third step's kept
+    # Without a limit the backtracks have nothing to shorten; with no step over it they change nothing.
+    _assert_same_state(_stepped(state, train, valid, outer_kl_limit=1e9, outer_kl_backtracks=5),
+                       _stepped(state, train, valid))
+    assert _stepped(state, train, valid)[2]["outer_step_scale"] == 1.0
+    with pytest.raises(ValueError, match="set outer-kl-limit too"):
+        learner_at(state, outer_kl_backtracks=3)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="outer_kl_backtracks must be an int >= 0"):
+            learner_at(state, outer_kl_limit=0.1, outer_kl_backtracks=bad)
 
 
 def test_adaptive_coefficient_follows_the_inner_kl(sampled):

@@ -71,11 +71,24 @@ class ProMP(MetaLearner):
     :param inner_kl_target: the KL that ``adaptive_inner_kl`` steers each coefficient to.
     :param adaptive_inner_kl: update the coefficients after each iteration (:func:`adapt_kl_coefficient`).
     :param outer_kl_limit: most mean KL of the adapted policies from those that sampled the valid
-        episodes; an Adam step that exceeds it is undone (parameters and moments) and ends the
-        iteration's steps. ``None`` (ProMP's algorithm): no limit.
+        episodes; an Adam step that exceeds it ends the iteration's steps. ``None`` (ProMP's
+        algorithm): no limit.
+    :param outer_kl_backtracks: with ``outer_kl_limit``, how many times the step that exceeds it is
+        halved (the parameters' move; Adam's moments keep its gradient) before it is given up; the
+        first within the limit is kept. 0, or none within it: the step is undone, parameters and
+        moments. Undoing alone can freeze a run: the moments that made the step come back unchanged,
+        and every later iteration's first step goes past the limit again.
     """
 
     hyperparameters = PROMP_KEYS
+
+    @staticmethod
+    def config_problems(config: Mapping[str, Any]) -> list[str]:
+        """What is wrong with a resolved configuration's keys taken together."""
+        if config.get("outer-kl-backtracks") and config.get("outer-kl-limit") is None:
+            return [f"outer-kl-backtracks: {config['outer-kl-backtracks']} shortens the steps that exceed "
+                    "outer-kl-limit, which is not set: set outer-kl-limit too, or leave outer-kl-backtracks at 0"]
+        return []
 
     def __init__(
         self,
@@ -92,6 +105,7 @@ class ProMP(MetaLearner):
         inner_kl_target: float = DEFAULTS.inner_kl_target,
         adaptive_inner_kl: bool = DEFAULTS.adaptive_inner_kl,
         outer_kl_limit: float | None = DEFAULTS.outer_kl_limit,
+        outer_kl_backtracks: int = DEFAULTS.outer_kl_backtracks,
     ) -> None:
         if getattr(policy, "is_recurrent", False):
             raise TypeError(f"ProMP adapts a feed-forward policy's parameters; {type(policy).__name__} is "
@@ -108,6 +122,12 @@ class ProMP(MetaLearner):
         for name, value in positive:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if isinstance(outer_kl_backtracks, bool) or not isinstance(outer_kl_backtracks, int) \
+                or outer_kl_backtracks < 0:
+            raise ValueError(f"outer_kl_backtracks must be an int >= 0, got {outer_kl_backtracks!r}")
+        if outer_kl_backtracks and outer_kl_limit is None:
+            raise ValueError(f"outer_kl_backtracks={outer_kl_backtracks} shortens steps that exceed outer_kl_limit, "
+                             "which is not set: set outer-kl-limit too, or leave outer-kl-backtracks at 0")
         if not (isinstance(inner_kl_coef, (int, float)) and math.isfinite(inner_kl_coef) and inner_kl_coef >= 0):
             raise ValueError(f"inner_kl_coef must be a finite number >= 0, got {inner_kl_coef!r}")
         self.device = torch.device(device)
@@ -118,6 +138,7 @@ class ProMP(MetaLearner):
         self.inner_kl_target = float(inner_kl_target)
         self.adaptive_inner_kl = bool(adaptive_inner_kl)
         self.outer_kl_limit = None if outer_kl_limit is None else float(outer_kl_limit)
+        self.outer_kl_backtracks = outer_kl_backtracks
         #: The KL penalty's weight of each inner step (adapted after each iteration with ``adaptive_inner_kl``).
         self.inner_kl_coefs = [float(inner_kl_coef)] * num_steps
         self.optimizer = torch.optim.Adam([p for _, p in meta_parameters(self.policy)], lr=float(outer_lr))
@@ -176,7 +197,9 @@ class ProMP(MetaLearner):
             ``outer_kl`` (KL of the adapted policies from those that sampled the valid episodes, after
             the update), ``clip_fraction`` (the weighted share of valid steps whose ratio left
             ``[1 - clip, 1 + clip]`` at the last Adam step taken), ``outer_steps`` (the Adam steps
-            taken: fewer than ``outer_steps`` when ``outer_kl_limit`` undid one) and ``time_update``.
+            taken: fewer than ``outer_steps`` when ``outer_kl_limit`` stopped them, a shortened step
+            counted), ``outer_step_scale`` (the share of the last step's move kept: 1, or ``0.5 ** j``
+            after ``j`` backtracks, or 0 when it was undone) and ``time_update``.
         """
         started = time.perf_counter()
         batches = [self.inner_loop.task_batch(step, self.device) for step in train_episodes]
@@ -206,7 +229,7 @@ class ProMP(MetaLearner):
         if not math.isfinite(total.item()):
             raise RuntimeError(f"ProMP's objective is not finite ({total.item()}); check the episodes' advantages")
         # The ratios before the last Adam step taken (the start's if none was), for the clip fraction.
-        last_step_ratios, steps_taken = log_ratio.detach(), 0
+        last_step_ratios, steps_taken, scale = log_ratio.detach(), 0, 1.0
         while steps_taken < self.outer_steps:
             ratios = log_ratio.detach()
             if self.outer_kl_limit is not None:
@@ -218,12 +241,19 @@ class ProMP(MetaLearner):
             total, surrogate, kls, pi, log_ratio = objective()
             if (self.outer_kl_limit is not None
                     and mean_kl(old_valid, pi, valid).mean().item() > self.outer_kl_limit):
-                # This step moved the adapted policies too far: back to where it started, and stop.
-                with torch.no_grad():
-                    for p, value in zip(parameters, undo[0]):
-                        p.copy_(value)
-                self.optimizer.load_state_dict(undo[1])
-                surrogate, kls, pi = kept
+                # This step moved the adapted policies too far: a shorter one along it, or none, and stop.
+                shorter = self._backtrack(parameters, undo[0], objective, old_valid, valid)
+                if shorter is None:
+                    with torch.no_grad():
+                        for p, value in zip(parameters, undo[0]):
+                            p.copy_(value)
+                    self.optimizer.load_state_dict(undo[1])
+                    surrogate, kls, pi = kept
+                    scale = 0.0
+                else:
+                    scale, (total, surrogate, kls, pi, log_ratio) = shorter
+                    last_step_ratios = ratios
+                    steps_taken += 1
                 break
             last_step_ratios = ratios
             steps_taken += 1
@@ -244,8 +274,24 @@ class ProMP(MetaLearner):
             "outer_kl": mean_kl(old_valid, pi, valid).mean().item(),
             "clip_fraction": clip_fraction,
             "outer_steps": steps_taken,
+            "outer_step_scale": scale,
             "time_update": time.perf_counter() - started,
         }
+
+    def _backtrack(self, parameters: list[torch.Tensor], start: list[torch.Tensor], objective, old_valid, valid):
+        """Halve the move from ``start`` up to ``outer_kl_backtracks`` times; the first within the limit as
+        ``(scale, objective())`` (the parameters left there), or ``None`` (the parameters left anywhere)."""
+        with torch.no_grad():
+            moves = [p.detach() - s for p, s in zip(parameters, start)]
+        for j in range(1, self.outer_kl_backtracks + 1):
+            scale = 0.5 ** j
+            with torch.no_grad():
+                for p, s, move in zip(parameters, start, moves):
+                    p.copy_(s + scale * move)
+            out = objective()
+            if mean_kl(old_valid, out[3], valid).mean().item() <= self.outer_kl_limit:
+                return scale, out
+        return None
 
     # ---------------------------------------------------------------- resume
     def state_dict(self) -> dict:

@@ -31,6 +31,7 @@ from maml_rl.runs import (
     trial_stats,
 )
 from maml_rl.runs.decline import DeclineMonitor
+from maml_rl.runs.stall import StallMonitor
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.utils.memory import keep_freed_memory
 
@@ -84,6 +85,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
         with MetricsLogger(output, start_iteration=start) as logger, progress:
             decline = DeclineMonitor.replay(row["return_after"] for row in logger.history if "return_after" in row)
+            stall = StallMonitor.replay(logger.history)
             for iteration in progress:
                 # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
                 start_time = time.perf_counter()
@@ -121,9 +123,13 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                     postfix["success"] = f"{stats['success_before']:.0%}->{stats['success_after']:.0%}"
                 if decline.alerted:
                     postfix["gain_lost"] = f"{trend['gain_lost']:.0%}"
+                stalled = stall.update(logs)
+                if stall.streak >= stall.window:
+                    postfix["no_step_for"] = stall.streak
                 progress.set_postfix(postfix)
-                if warning:
-                    progress.write(f"warning: {warning}", file=sys.stderr)
+                for text in (warning, stalled and f"iteration {iteration}: {stalled}"):
+                    if text:
+                        progress.write(f"warning: {text}", file=sys.stderr)
 
                 # The checkpoint comes last: once it is written, the iteration is done.
                 atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},

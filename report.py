@@ -61,14 +61,14 @@ def plot(summaries, output: str, reps: int, seed: int) -> None:
     import matplotlib.pyplot as plt
 
     envs = list(dict.fromkeys(s.env for s in summaries))
-    figure, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4), squeeze=False)
+    figure, axes = plt.subplots(1, len(envs), figsize=(7 * len(envs), 4.5), squeeze=False)
     for ax, env in zip(axes[0], envs):
         for s in (s for s in summaries if s.env == env):
             c = curves(s, reps=reps, seed=seed)
             ax.plot(c["env_steps"], c["iqm"], label=f"{s.label} ({len(s.runs)} seeds)")
             ax.fill_between(c["env_steps"], c["low"], c["high"], alpha=0.25)
         ax.set(title=env, xlabel="env steps", ylabel="return after adaptation (IQM, 95% CI)")
-        ax.legend()
+        ax.legend(loc="lower right", fontsize="small")
     figure.tight_layout()
     figure.savefig(output, dpi=100)
     plt.close(figure)

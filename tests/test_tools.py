@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from conftest import write_small_config
 from scripts import load_tool, train
 
@@ -51,3 +53,30 @@ def test_step_audit_measures_updates_on_a_fixed_evaluation_set(tmp_path, capsys)
     assert re.match(r"meta-batch 3: mean evaluated change [+-]\d", first[-1])
     # Each update starts from the checkpoint, whose evaluated return is printed once.
     assert sum("at the checkpoint" in line for line in first) == 1
+
+
+def test_step_audit_set_changes_the_meta_update_only(tmp_path, capsys):
+    config = write_small_config(tmp_path, **{"num-batches": 1})
+    train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0",
+                "--seed", "5"])
+    audit = load_tool("step_audit")
+    checkpoint = tmp_path / "run" / "checkpoint.pt"
+    _, config, _, _, learner = audit.load_run(checkpoint, [("max-kl", 0.005)])
+    assert config["max-kl"] == 0.005 and learner.max_kl == 0.005
+    own = json.loads((tmp_path / "run" / "config.json").read_text())["max-kl"]
+    assert own != 0.005
+    capsys.readouterr()
+    # Setting the checkpoint's own value changes nothing but the header; a smaller step changes the figures.
+    runs = {}
+    for extra in ([], ["--set", f"max-kl={own}"], ["--set", "max-kl=0.0001"]):
+        audit.main([str(checkpoint), "--updates", "2", "--meta-batch-size", "2", "--eval-tasks", "2", *extra])
+        lines = capsys.readouterr().out.splitlines()
+        runs[tuple(extra)] = lines
+    plain, same, small = runs.values()
+    assert same[0] == plain[0] + f", max-kl={own}" and small[0].endswith(", max-kl=0.0001")
+    strip = lambda lines: [re.sub(r"\(\d+ s\)", "", line) for line in lines[1:]]  # noqa: E731
+    assert strip(same) == strip(plain)
+    assert strip(small)[0] == strip(plain)[0]  # the evaluation at the checkpoint does not depend on the step
+    assert strip(small)[1:] != strip(plain)[1:]
+    with pytest.raises(ValueError, match="max-kll"):
+        audit.main([str(checkpoint), "--set", "max-kll=0.1"])

@@ -11,6 +11,7 @@ following a biased or too noisy estimate of the meta-gradient, not a defect in
 the rollouts.
 
     python tools/step_audit.py runs/maml/seed-1/checkpoint.pt --updates 8 --meta-batch-size 40 160
+    python tools/step_audit.py runs/maml/seed-1/checkpoint.pt --set max-kl=0.0025   # a smaller step from there
 
 Prints one line per update and a summary per meta-batch size: mean change of the
 evaluated return with its standard error, and how often it was positive.
@@ -31,17 +32,18 @@ from gymnasium import spaces
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from maml_rl.baseline import LinearFeatureBaseline  # noqa: E402
-from maml_rl.config import build_env, validate_config  # noqa: E402
+from maml_rl.config import apply_overrides, build_env, parse_override, validate_config  # noqa: E402
 from maml_rl.metalearners import make_metalearner, make_policy  # noqa: E402
 from maml_rl.runs.checkpoints import read_checkpoint  # noqa: E402
 from maml_rl.runs.metrics import episode_stats  # noqa: E402
 from maml_rl.samplers import MultiTaskSampler  # noqa: E402
 
 
-def load_run(checkpoint: Path):
-    """The checkpoint's contents, its config, and its policy, baseline and meta-learner restored from it."""
+def load_run(checkpoint: Path, overrides=()):
+    """The checkpoint's contents, its config (with ``overrides``, ``(key, value)`` pairs, set), and its policy,
+    baseline and meta-learner restored from it."""
     state = read_checkpoint(checkpoint)
-    config = validate_config(state["config"], source=str(checkpoint))
+    config = validate_config(apply_overrides(state["config"], overrides), source=str(checkpoint))
     env = build_env(config)
     torch.manual_seed(0)
     policy = make_policy(config, env)
@@ -71,9 +73,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--meta-batch-size", type=int, nargs="+", default=[40])
     parser.add_argument("--eval-tasks", type=int, default=80, help="tasks of the fixed evaluation set")
     parser.add_argument("--seed", type=int, default=12345, help="seed of the fresh batches and the evaluation set")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        type=parse_override, help="change a setting of the meta-update, e.g. max-kl=0.0025 "
+                                                  "(repeatable; the policy's shape must stay the checkpoint's)")
     args = parser.parse_args(argv)
 
-    state, config, policy, baseline, learner = load_run(args.checkpoint)
+    state, config, policy, baseline, learner = load_run(args.checkpoint, args.overrides)
     start = (copy.deepcopy(policy.state_dict()), copy.deepcopy(baseline.state_dict()),
              copy.deepcopy(learner.state_dict()) if hasattr(learner, "state_dict") else None)
 
@@ -84,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
             learner.load_state_dict(copy.deepcopy(start[2]))
 
     print(f"{args.checkpoint}: iteration {state['iteration']}, {config.get('algorithm', 'maml-trpo')}, "
-          f"evaluation on {args.eval_tasks} tasks x {config['fast-batch-size']} episodes", flush=True)
+          f"evaluation on {args.eval_tasks} tasks x {config['fast-batch-size']} episodes"
+          + "".join(f", {key}={value}" for key, value in args.overrides), flush=True)
     with MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
                           seed=args.seed, num_workers=0) as sampler:
         eval_state = copy.deepcopy(sampler.state_dict())

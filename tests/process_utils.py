@@ -1,5 +1,8 @@
 """Watching real processes from the tests: is one still running, wait until some are gone."""
 
+import os
+import signal
+import subprocess
 import time
 
 
@@ -22,7 +25,8 @@ def wait_until_gone(pids, timeout=15.0):
 
 # A script that samples until it is stopped; it prints its workers' pids first.
 SAMPLING_SCRIPT = """
-import sys
+import faulthandler, signal, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it stands, for a test that times out
 sys.path.insert(0, {tests!r})
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
@@ -37,3 +41,35 @@ if __name__ == "__main__":
     while True:
         sampler.rollout(tasks)
 """
+
+
+def _process_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            fields = dict(line.split(":", 1) for line in status.read().splitlines() if ":" in line)
+        with open(f"/proc/{pid}/wchan") as wchan:
+            waits_in = wchan.read().strip()
+    except OSError:
+        return f"{pid}: gone"
+    return f"{pid} ({fields['Name'].strip()}): {fields['State'].strip()}, parent {fields['PPid'].strip()}, in {waits_in}"
+
+
+def wait_or_explain(process: subprocess.Popen, timeout: float, pids=()) -> None:
+    """Wait for ``process`` to exit; if it has not within ``timeout`` seconds,
+    fail with where it stands: the Python stacks of its threads (the script
+    registers faulthandler on SIGUSR1), the state of it and of ``pids``
+    (its workers), and what it printed."""
+    try:
+        process.wait(timeout=timeout)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    states = [_process_line(pid) for pid in (process.pid, *pids)]
+    process.send_signal(signal.SIGUSR1)
+    time.sleep(1.0)
+    process.kill()
+    _, stderr = process.communicate(timeout=10)
+    import pytest
+
+    pytest.fail(f"the process did not exit within {timeout} s.\nprocesses:\n" + "\n".join(states)
+                + f"\nits stderr (with its threads' stacks at the time):\n{stderr}", pytrace=False)

@@ -17,7 +17,7 @@ from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, SamplerClosedError, WorkerDiedError, WorkerError
 
 from sampler_envs import make_probe_env
-from process_utils import SAMPLING_SCRIPT, is_running, wait_until_gone
+from process_utils import SAMPLING_SCRIPT, is_running, wait_or_explain, wait_until_gone
 
 TESTS_DIR = Path(__file__).parent
 REPO_DIR = TESTS_DIR.parent
@@ -117,7 +117,9 @@ def test_signal_while_sampling_exits_without_orphans(tmp_path, signum, start_met
         assert len(pids) == 2, process.stderr.read()
         time.sleep(0.3)  # mid-rollout
         process.send_signal(signum)
-        process.wait(timeout=10)
+        # The shutdown takes at most 2 * CLOSE_TIMEOUT (4 s) plus the exit; the
+        # rest is room for a loaded machine. A hang fails with the stacks.
+        wait_or_explain(process, 20, pids)
     finally:
         process.kill()
     assert wait_until_gone(pids) == []

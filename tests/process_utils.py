@@ -1,9 +1,10 @@
 """Watching real processes from the tests: is one still running, wait until some are gone."""
 
-import os
 import signal
 import subprocess
 import time
+
+import pytest
 
 
 def is_running(pid: int) -> bool:
@@ -69,7 +70,5 @@ def wait_or_explain(process: subprocess.Popen, timeout: float, pids=()) -> None:
     time.sleep(1.0)
     process.kill()
     _, stderr = process.communicate(timeout=10)
-    import pytest
-
     pytest.fail(f"the process did not exit within {timeout} s.\nprocesses:\n" + "\n".join(states)
                 + f"\nits stderr (with its threads' stacks at the time):\n{stderr}", pytrace=False)

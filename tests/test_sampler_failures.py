@@ -125,6 +125,29 @@ def test_signal_while_sampling_exits_without_orphans(tmp_path, signum, start_met
     assert wait_until_gone(pids) == []
 
 
+def test_a_script_that_does_not_exit_is_reported_with_its_stacks(tmp_path):
+    """What the test above reports on a hang, shown on a sampling script that ignores SIGINT."""
+    script = tmp_path / "deaf.py"
+    script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS_DIR), start_method="fork").replace(
+        'if __name__ == "__main__":', 'signal.signal(signal.SIGINT, signal.SIG_IGN)\nif __name__ == "__main__":'))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=REPO_DIR)
+    try:
+        pids = [int(pid) for pid in process.stdout.readline().split()]
+        assert len(pids) == 2, process.stderr.read()
+        process.send_signal(signal.SIGINT)
+        with pytest.raises(pytest.fail.Exception) as info:
+            wait_or_explain(process, 1, pids)
+    finally:
+        process.kill()
+    message = str(info.value)
+    assert "did not exit within 1 s" in message
+    assert "Current thread" in message and " in rollout" in message  # faulthandler's stack of the main thread
+    assert all(f"{pid} (python)" in message for pid in (process.pid, *pids))
+    assert process.poll() is not None
+    assert wait_until_gone(pids) == []  # the workers notice that the script is gone
+
+
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
 def test_script_without_main_guard_runs(tmp_path, start_method):
     """The workers do not run the main module again (the env factory travels

@@ -3,17 +3,24 @@
 import signal
 import subprocess
 import time
+from typing import Dict, Optional
 
 import pytest
 
 
-def is_running(pid: int) -> bool:
-    """Whether ``pid`` lives (a zombie, exited but not reaped, does not count)."""
+def _status(pid: int) -> Optional[Dict[str, str]]:
+    """The fields of ``/proc/<pid>/status``; ``None`` once the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as status:
-            return "\nState:\tZ" not in status.read()
-    except FileNotFoundError:
-        return False
+            return {key: value.strip() for key, _, value in (line.partition(":") for line in status)}
+    except OSError:
+        return None
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` lives (a zombie, exited but not reaped, does not count)."""
+    status = _status(pid)
+    return status is not None and not status["State"].startswith("Z")
 
 
 def wait_until_gone(pids, timeout=15.0):
@@ -45,14 +52,15 @@ if __name__ == "__main__":
 
 
 def _process_line(pid: int) -> str:
+    status = _status(pid)
     try:
-        with open(f"/proc/{pid}/status") as status:
-            fields = dict(line.split(":", 1) for line in status.read().splitlines() if ":" in line)
         with open(f"/proc/{pid}/wchan") as wchan:
             waits_in = wchan.read().strip()
     except OSError:
+        status = None
+    if status is None:
         return f"{pid}: gone"
-    return f"{pid} ({fields['Name'].strip()}): {fields['State'].strip()}, parent {fields['PPid'].strip()}, in {waits_in}"
+    return f"{pid} ({status['Name']}): {status['State']}, parent {status['PPid']}, in {waits_in}"
 
 
 def wait_or_explain(process: subprocess.Popen, timeout: float, pids=()) -> None:

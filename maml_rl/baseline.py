@@ -94,30 +94,34 @@ class LinearFeatureBaseline(nn.Module):
     def feature_size(self) -> int:
         return 2 * self.input_size + 4
 
-    def _episode_features(self, episodes: BatchEpisodes) -> torch.Tensor:
-        obs = episodes.observations.reshape(len(episodes), episodes.batch_size, -1)
+    def _episode_features(self, episodes: BatchEpisodes, inputs: torch.Tensor | None = None) -> torch.Tensor:
+        obs = episodes.observations if inputs is None else inputs
+        obs = obs.reshape(len(episodes), episodes.batch_size, -1)
         if obs.shape[-1] != self.input_size:
             raise ValueError(f"baseline built for observations of size {self.input_size}, got {obs.shape[-1]}")
         return _features(obs, episodes.mask)
 
     @torch.no_grad()
-    def fit(self, episodes: BatchEpisodes) -> None:
+    def fit(self, episodes: BatchEpisodes, inputs: torch.Tensor | None = None) -> None:
         """Fit the weights to the discounted returns of ``episodes``.
 
         :param episodes: the batch to fit on.
+        :param inputs: ``[T, B, input_size]`` per-step inputs to use instead of the observations
+            (RL²'s policy inputs).
         :raises RuntimeError: when no finite solution exists even with a larger regularisation.
         """
-        features = self._episode_features(episodes).reshape(-1, self.feature_size)
+        features = self._episode_features(episodes, inputs).reshape(-1, self.feature_size)
         weights, self.last_reg_coeff = _fit_weights(features, episodes.returns.reshape(-1), self.reg_coeff)
         self.weight.copy_(weights.to(self.weight.dtype))
 
     @torch.no_grad()
-    def forward(self, episodes: BatchEpisodes) -> torch.Tensor:
+    def forward(self, episodes: BatchEpisodes, inputs: torch.Tensor | None = None) -> torch.Tensor:
         """Predicted values ``[T, B]`` (zero on padded steps).
 
         :param episodes: the batch to evaluate.
+        :param inputs: as in :meth:`fit`.
         """
-        features = self._episode_features(episodes)
+        features = self._episode_features(episodes, inputs)
         # float64 product: the fitted weights can be large and of mixed signs.
         values = features @ self.weight.to(torch.float64)
         return values.to(torch.float32)

@@ -297,6 +297,18 @@ RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
                    "Take an Adam step per BPTT chunk of each minibatch, in the trial's order, the state carried "
                    "from the chunk before (metaworld-algorithms' scheme: ~20 steps per epoch on 5,000-step "
                    "trials); false: one step per minibatch of whole trials.", argument="update_per_chunk"),
+    Hyperparameter("bptt-overlap", int, 0, integer(0),
+                   "With update-per-chunk: steps each chunk shares with the next (chunks start every bptt-chunk "
+                   "minus this many steps; the state entering a chunk is the one the chunk before reached "
+                   "there); metaworld-algorithms: 50.", argument="bptt_overlap"),
+    Hyperparameter("action-head", str, "linear", choice("linear", "tanh"),
+                   "The GRU policy's Gaussian head: \"linear\", a linear mean and a learned state-independent "
+                   "log-std; \"tanh\", metaworld-algorithms' head, mean and log-std both network outputs "
+                   "passed through tanh."),
+    Hyperparameter("baseline-inputs", str, "observations", choice("observations", "policy-inputs"),
+                   "The linear baseline's features: the observations, or the policy's whole input (observation, "
+                   "previous action, scaled reward and done flag), as metaworld-algorithms.",
+                   argument="baseline_inputs"),
 )
 
 #: The keys of ProMP (:class:`~maml_rl.metalearners.ProMP`): the LVC inner step, then several Adam

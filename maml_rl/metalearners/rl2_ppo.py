@@ -15,7 +15,11 @@ epochs on them:
   gradients flow through it for at most ``bptt-chunk`` steps; with
   ``update-per-chunk`` each chunk of a minibatch gets its own Adam step,
   in the trial's order, the state entering it carried (detached) from the
-  previous chunk's forward pass, as metaworld-algorithms' RL² updates.
+  previous chunk's forward pass, as metaworld-algorithms' RL² updates;
+  with ``bptt-overlap`` the chunks overlap (each starts ``bptt-chunk -
+  bptt-overlap`` steps after the one before, from the state that chunk's
+  forward pass reached there);
+* the minibatch order is drawn from the run seed and the update count.
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ class RL2PPO:
                  reward_scale: float = DEFAULTS.reward_scale,
                  normalize_advantages: bool = DEFAULTS.normalize_advantages,
                  gae_lambda: float = DEFAULTS.gae_lambda, update_per_chunk: bool = DEFAULTS.update_per_chunk,
-                 device: str | torch.device = "cpu") -> None:
+                 bptt_overlap: int = DEFAULTS.bptt_overlap, baseline_inputs: str = DEFAULTS.baseline_inputs,
+                 seed: int = 0, device: str | torch.device = "cpu") -> None:
         if not is_recurrent(policy) or not hasattr(policy, "forward_trials"):
             raise TypeError(
                 f"RL2PPO trains a recurrent policy (is_recurrent = True, with forward_trials), got "
@@ -73,13 +78,26 @@ class RL2PPO:
                             ("minibatches", minibatches), ("bptt_chunk", bptt_chunk)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"RL2PPO: {name} must be an int >= 1, got {value!r}")
+        if isinstance(bptt_overlap, bool) or not isinstance(bptt_overlap, (int, np.integer)) or bptt_overlap < 0:
+            raise ValueError(f"RL2PPO: bptt_overlap must be an int >= 0, got {bptt_overlap!r}")
+        if bptt_overlap >= bptt_chunk:
+            raise ValueError(f"RL2PPO: bptt_overlap ({bptt_overlap}) must be smaller than bptt_chunk ({bptt_chunk}): "
+                             "each chunk must move the trial on")
+        if bptt_overlap and not update_per_chunk:
+            raise ValueError("RL2PPO: bptt_overlap applies to the chunk updates: set update_per_chunk (config: "
+                             "update-per-chunk: true) or leave bptt-overlap at 0")
+        if baseline_inputs not in ("observations", "policy-inputs"):
+            raise ValueError(f"RL2PPO: baseline_inputs must be 'observations' or 'policy-inputs', got {baseline_inputs!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"RL2PPO: seed must be an int >= 0 (the run seed), got {seed!r}")
         self.policy = policy.to(device)
         self.device = torch.device(device)
         self.episodes_per_trial, self.epochs, self.minibatches = int(episodes_per_trial), int(epochs), int(minibatches)
         self.clip, self.entropy_coef, self.max_grad_norm = float(clip), float(entropy_coef), float(max_grad_norm)
         self.bptt_chunk, self.reward_scale = int(bptt_chunk), float(reward_scale)
         self.normalize_advantages, self.gae_lambda = bool(normalize_advantages), float(gae_lambda)
-        self.update_per_chunk = bool(update_per_chunk)
+        self.update_per_chunk, self.bptt_overlap = bool(update_per_chunk), int(bptt_overlap)
+        self.baseline_inputs, self.seed = baseline_inputs, int(seed)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=1e-5)
         self.num_updates = 0
 
@@ -87,7 +105,7 @@ class RL2PPO:
     def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],
                     device: str | torch.device = "cpu") -> "RL2PPO":
         keys = {h.argument: config[h.key] for h in cls.hyperparameters if h.argument is not None}
-        return cls(policy, gae_lambda=config["gae-lambda"], device=device, **keys)
+        return cls(policy, gae_lambda=config["gae-lambda"], seed=config["seed"], device=device, **keys)
 
     @staticmethod
     def make_policy(env: Any, config: Mapping[str, Any]) -> GRUPolicy:
@@ -98,7 +116,8 @@ class RL2PPO:
         action_size = int(action_space.n) if discrete else int(np.prod(action_space.shape))
         return GRUPolicy(rl2_input_size(observation_size, action_size), action_size,
                          hidden_sizes=config["hidden-sizes"], state_size=config["gru-size"],
-                         nonlinearity=config["nonlinearity"], categorical=discrete)
+                         nonlinearity=config["nonlinearity"], categorical=discrete,
+                         head=config.get("action-head", DEFAULTS.action_head))
 
     def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float, device) -> list[TrialBatch]:
         """This iteration's trials, as :meth:`step` needs them."""
@@ -110,7 +129,9 @@ class RL2PPO:
         started = time.perf_counter()
         data = self._prepare(trials)
         N = data["actions"].shape[1]
-        generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.num_updates, 7]).generate_state(1)[0]))
+        # The run seed reaches the minibatch order: two seeds must not share it.
+        order_seed = np.random.SeedSequence([self.seed, self.num_updates, 7]).generate_state(1)[0]
+        generator = torch.Generator().manual_seed(int(order_seed))
         sums = {"loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
         updates = 0
         for _ in range(self.epochs):
@@ -149,10 +170,19 @@ class RL2PPO:
             if batch.chunk_states is None:
                 raise StaleEpisodesError("these trials recorded no policy states: sample them with "
                                          "rollout_trials(..., chunk=learner.bptt_chunk) (learner.sample does)")
-        baseline = LinearFeatureBaseline(int(np.prod(trials[0].observation_shape))).to(trials[0].device)
+        if self.baseline_inputs == "policy-inputs":
+            # metaworld-algorithms' features: what the policy reads, so the values can see the trial's progress.
+            inputs_of = {id(batch): batch.policy_inputs(self.reward_scale) for batch in trials}
+            width = int(next(iter(inputs_of.values())).shape[-1])
+        else:
+            inputs_of = {}
+            width = int(np.prod(trials[0].observation_shape))
+        baseline = LinearFeatureBaseline(width).to(trials[0].device)
         for batch in trials:
-            baseline.fit(batch)
-            batch.compute_advantages(baseline, gae_lambda=self.gae_lambda, normalize=self.normalize_advantages)
+            inputs = inputs_of.get(id(batch))
+            baseline.fit(batch, inputs)
+            batch.compute_advantages(lambda b, inputs=inputs: baseline(b, inputs), gae_lambda=self.gae_lambda,
+                                     normalize=self.normalize_advantages)
         T = max(len(batch) for batch in trials)
 
         def side_by_side(get) -> torch.Tensor:
@@ -179,24 +209,39 @@ class RL2PPO:
             return
         state = minibatch["state"][0]
         T = minibatch["mask"].shape[0]
-        for lo in range(0, T, self.bptt_chunk):
+        stride = self.bptt_chunk - self.bptt_overlap
+        for lo in range(0, T, stride):
             chunk = {name: value[lo:lo + self.bptt_chunk] for name, value in minibatch.items() if name != "state"}
             if not chunk["mask"].any():
                 break  # every trial of the minibatch has ended: no step to learn from (Adam would still move)
-            logs, state = self._update(chunk, state)
+            # With an overlap the next chunk starts `stride` steps on, from the state reached there.
+            logs, state = self._update(chunk, state, carry_after=stride if self.bptt_overlap else None)
             yield logs
             state = state.detach()
+            if lo + self.bptt_chunk >= T:
+                break  # this chunk reached the trials' end (a shorter last chunk covers the tail)
 
-    def _update(self, data: dict[str, torch.Tensor], state: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:
-        """One Adam step on ``data`` from ``state``; also the state after its last step."""
+    def _update(self, data: dict[str, torch.Tensor], state: torch.Tensor,
+                carry_after: int | None = None) -> tuple[dict[str, float], torch.Tensor]:
+        """One Adam step on ``data`` from ``state``; also the state after its last step, or after
+        its first ``carry_after`` steps (the start of an overlapping next chunk)."""
         mask = data["mask"]
         steps = mask.sum().clamp(min=1)
-        distribution, final_state = self.policy.forward_trials(data["inputs"], state, chunk=self.bptt_chunk)
-        log_probs = distribution.log_prob(data["actions"])
+        if carry_after is None or carry_after >= mask.shape[0]:
+            distribution, final_state = self.policy.forward_trials(data["inputs"], state, chunk=self.bptt_chunk)
+            log_probs = distribution.log_prob(data["actions"])
+            entropy_per_step = distribution.entropy()
+        else:
+            # Two passes, gradients flowing through the state between them (one chunk for BPTT).
+            head, final_state = self.policy.forward_trials(data["inputs"][:carry_after], state)
+            tail, _ = self.policy.forward_trials(data["inputs"][carry_after:], final_state)
+            log_probs = torch.cat([head.log_prob(data["actions"][:carry_after]),
+                                   tail.log_prob(data["actions"][carry_after:])])
+            entropy_per_step = torch.cat([head.entropy(), tail.entropy()])
         ratio = torch.exp(log_probs - data["log_probs"])
         advantages = data["advantages"]
         surrogate = torch.min(ratio * advantages, ratio.clamp(1 - self.clip, 1 + self.clip) * advantages)
-        entropy = (distribution.entropy() * mask).sum() / steps
+        entropy = (entropy_per_step * mask).sum() / steps
         loss = -(surrogate * mask).sum() / steps - self.entropy_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

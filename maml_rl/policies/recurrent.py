@@ -32,7 +32,7 @@ from torch.distributions import Categorical, Distribution, Independent, Normal
 
 from maml_rl.policies.policy import get_nonlinearity
 
-__all__ = ["GRUPolicy", "RecurrentPolicy", "is_recurrent", "rl2_input_size", "rl2_inputs"]
+__all__ = ["GRUPolicy", "HEADS", "RecurrentPolicy", "is_recurrent", "rl2_input_size", "rl2_inputs"]
 
 
 @runtime_checkable
@@ -89,6 +89,9 @@ def rl2_inputs(observations: torch.Tensor, previous_actions: torch.Tensor, previ
     return torch.cat([obs, action, reward, done], dim=-1)
 
 
+#: The Gaussian heads of :class:`GRUPolicy`.
+HEADS = ("linear", "tanh")
+
 #: Task blocks start on 64-byte boundaries: a product's rounding depends on where its operands start.
 _ALIGN_FLOATS = 16
 
@@ -132,12 +135,19 @@ class GRUPolicy(nn.Module):
     """An MLP encoder, one GRU layer and a Gaussian or categorical head.
 
     The default sizes are metaworld-algorithms' RL² network (2 x 256 tanh
-    encoder, GRU of 256). The Gaussian head's log-std is a learned vector
-    (as this package's MLP policies), not an output of the network.
+    encoder, GRU of 256). The Gaussian head is one of:
+
+    * ``"linear"``: a linear mean and a learned state-independent log-std
+      (as this package's MLP policies);
+    * ``"tanh"``: metaworld-algorithms' RL² head, one linear layer giving the
+      mean and the log-std, both passed through tanh (``StdType.MLP_HEAD``,
+      ``activate_head``): the mean in [-1, 1], the std state-dependent in
+      [e^-1, e]; the Gaussian itself is not squashed.
 
     :param input_size: width of the policy's input (:func:`rl2_input_size` for RL²).
     :param output_size: action dimension, or number of categories.
     :param categorical: a categorical head (``Discrete`` actions) instead of a Gaussian one.
+    :param head: ``"linear"`` or ``"tanh"`` (Gaussian heads only).
     """
 
     is_recurrent = True
@@ -148,8 +158,14 @@ class GRUPolicy(nn.Module):
 
     def __init__(self, input_size: int, output_size: int, hidden_sizes: Sequence[int] = (256, 256),
                  state_size: int = 256, nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh",
-                 categorical: bool = False, init_std: float = 1.0, min_std: float = 1e-6) -> None:
+                 categorical: bool = False, init_std: float = 1.0, min_std: float = 1e-6,
+                 head: str = "linear") -> None:
         super().__init__()
+        if head not in HEADS:
+            raise ValueError(f"GRUPolicy: head must be one of {', '.join(map(repr, HEADS))}, got {head!r}")
+        if categorical and head != "linear":
+            raise ValueError(f"GRUPolicy: a categorical policy has a linear head (logits), got head={head!r}")
+        self.head_type = head
         self.input_size, self.output_size = int(input_size), int(output_size)
         self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
         self.state_size = int(state_size)
@@ -162,8 +178,9 @@ class GRUPolicy(nn.Module):
         # nn.GRU's own parameters: training runs whole chunks through its native loop,
         # sampling one step at a time through the same weights (`_cell`).
         self.gru = nn.GRU(sizes[-1], self.state_size)
-        self.head = nn.Linear(self.state_size, self.output_size)
-        if not self.categorical:
+        state_dependent_std = head == "tanh"
+        self.head = nn.Linear(self.state_size, self.output_size * (2 if state_dependent_std else 1))
+        if not self.categorical and not state_dependent_std:
             self.sigma = nn.Parameter(torch.full((self.output_size,), math.log(init_std)))
         for layer in (*self.encoder, self.head):
             nn.init.xavier_uniform_(layer.weight)
@@ -195,6 +212,10 @@ class GRUPolicy(nn.Module):
         out = _linear(features, self.head, tasks)
         if self.categorical:
             return Categorical(logits=out, validate_args=False)
+        if self.head_type == "tanh":
+            mean, log_std = _elementwise(torch.tanh, out, tasks).chunk(2, -1)
+            scale = _elementwise(torch.exp, log_std.clamp(min=self.min_log_std), tasks)
+            return Independent(Normal(mean, scale, validate_args=False), 1, validate_args=False)
         scale = self.sigma.clamp(min=self.min_log_std).exp()
         return Independent(Normal(out, scale, validate_args=False), 1, validate_args=False)
 

@@ -207,3 +207,160 @@ def test_a_categorical_gru_samples_and_trains_on_a_discrete_env():
     assert ((distribution.log_prob(data["actions"]) - data["log_probs"]).abs() * data["mask"]).max() < 1e-5
     logs = learner.step(trials)
     assert logs["ppo_updates"] == 1 and abs(logs["approx_kl"]) < 1e-6 and logs["clip_fraction"] == 0.0
+
+
+def test_the_tanh_head_by_hand():
+    """metaworld-algorithms' head: one linear layer to 2A outputs, tanh on all of them, the
+    first A the mean, the last A the log-std; the Gaussian itself unsquashed."""
+    torch.manual_seed(5)
+    policy = GRUPolicy(6, 2, (8,), 4, head="tanh")
+    inputs, state = torch.randn(3, 6), torch.randn(3, 4)
+    with torch.no_grad():
+        distribution, h = policy.step(inputs, state)
+        out = (h @ policy.head.weight.T + policy.head.bias).tanh()
+    mean, std = out[:, :2], out[:, 2:].exp()
+    torch.testing.assert_close(distribution.mean, mean)
+    torch.testing.assert_close(distribution.stddev, std)
+    action = torch.tensor([[0.3, -2.0]] * 3)
+    by_hand = (-0.5 * ((action - mean) / std) ** 2 - std.log() - 0.5 * np.log(2 * np.pi)).sum(-1)
+    torch.testing.assert_close(distribution.log_prob(action), by_hand)
+    assert not hasattr(policy, "sigma") and policy.head.out_features == 4
+    with pytest.raises(ValueError, match="head must be one of 'linear', 'tanh', got 'squash'"):
+        GRUPolicy(6, 2, head="squash")
+    with pytest.raises(ValueError, match="categorical policy has a linear head"):
+        GRUPolicy(6, 2, categorical=True, head="tanh")
+
+
+def test_overlapping_chunks_restart_every_stride_from_the_state_reached_there():
+    """bptt_overlap: chunks of bptt_chunk steps start every bptt_chunk - overlap steps; a shorter
+    last chunk covers the tail; the state entering a chunk is where the previous chunk's policy
+    (before that chunk's step) was after `stride` steps: checked one input at a time."""
+    import copy
+
+    torch.manual_seed(2)
+    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
+    learner = RL2PPO(policy, episodes_per_trial=2, epochs=2, minibatches=2, bptt_chunk=4, bptt_overlap=2,
+                     update_per_chunk=True, normalize_advantages=False)
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 2, policy, seed=4, num_workers=0) as sampler:
+        trials = sampler.rollout_trials(sampler.sample_tasks(2), 2, chunk=4)
+    data = learner._prepare(trials)
+    calls, update = [], learner._update
+
+    def spy(chunk, state, carry_after=None):
+        calls.append((chunk["inputs"].clone(), state.detach().clone(), carry_after, copy.deepcopy(policy)))
+        return update(chunk, state, carry_after)
+
+    learner._update = spy
+    logs = learner.step(trials)
+    # Trials of 10 steps, stride 2: chunks [0, 4), [2, 6), [4, 8), [6, 10); 2 minibatches, 2 epochs.
+    starts, lengths = [0, 2, 4, 6], [4, 4, 4, 4]
+    assert logs["ppo_updates"] == 4 * 2 * 2 == len(calls)
+    for k, (inputs, state, carry_after, before) in enumerate(calls):
+        lo = starts[k % 4]
+        assert inputs.shape[0] == lengths[k % 4] and carry_after == 2
+        whole = data["inputs"][lo:lo + inputs.shape[0]]
+        assert all(any(torch.equal(inputs[:, i], whole[:, j]) for j in range(whole.shape[1]))
+                   for i in range(inputs.shape[1]))
+        if k % 4 == 0:
+            assert torch.equal(state, torch.zeros_like(state))
+            continue
+        previous_inputs, h, _, previous_policy = calls[k - 1]
+        with torch.no_grad():
+            for x in previous_inputs[:2]:
+                _, h = previous_policy.step(x, h)
+        torch.testing.assert_close(state, h, rtol=1e-5, atol=1e-6)
+
+
+def test_an_overlap_whose_stride_does_not_divide_the_trial_ends_with_a_shorter_chunk():
+    torch.manual_seed(2)
+    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
+    learner = RL2PPO(policy, episodes_per_trial=2, epochs=1, minibatches=1, bptt_chunk=4, bptt_overlap=1,
+                     update_per_chunk=True)
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 1, policy, seed=4, num_workers=0) as sampler:
+        trials = sampler.rollout_trials(sampler.sample_tasks(1), 2, chunk=4)
+    lengths, update = [], learner._update
+    learner._update = lambda chunk, state, carry_after=None: (lengths.append(chunk["inputs"].shape[0])
+                                                             or update(chunk, state, carry_after))
+    learner.step(trials)
+    # 10 steps, stride 3: [0, 4), [3, 7), [6, 10); nothing left after the chunk that reached the end.
+    assert lengths == [4, 4, 4]
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"bptt_overlap": 4}, r"bptt_overlap \(4\) must be smaller than bptt_chunk \(4\)"),
+    ({"bptt_overlap": -1}, "bptt_overlap must be an int >= 0, got -1"),
+    ({"bptt_overlap": 1, "update_per_chunk": False}, "bptt_overlap applies to the chunk updates"),
+    ({"baseline_inputs": "actions"}, "baseline_inputs must be 'observations' or 'policy-inputs'"),
+    ({"seed": -3}, "seed must be an int >= 0"),
+])
+def test_the_recipe_arguments_are_checked(changes, message):
+    with pytest.raises(ValueError, match=message):
+        RL2PPO(GRUPolicy(6, 2, (8,), 4), **{"bptt_chunk": 4, "update_per_chunk": True, **changes})
+
+
+def test_the_baseline_on_policy_inputs_is_the_ridge_fit_of_their_features_and_gae_uses_it():
+    """baseline_inputs='policy-inputs': values from a ridge regression of the trial's discounted
+    returns on [x, x^2, t, t^2, t^3, 1] of the policy's input x (numpy here), then GAE over the
+    whole trial with a zero value after its last step."""
+    torch.manual_seed(2)
+    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
+    learner = RL2PPO(policy, episodes_per_trial=2, bptt_chunk=4, normalize_advantages=False,
+                     baseline_inputs="policy-inputs", reward_scale=0.5, gae_lambda=0.9)
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 3, policy, seed=4, num_workers=0) as sampler:
+        trials = sampler.rollout_trials(sampler.sample_tasks(1), 2, chunk=4, reward_scale=0.5)
+    batch = trials[0]
+    x = batch.policy_inputs(0.5).double().numpy()                      # [T, B, in]
+    T, B = x.shape[:2]
+    t = np.broadcast_to((np.arange(T) / 100.0)[:, None, None], (T, B, 1))
+    features = np.concatenate([x, x ** 2, t, t ** 2, t ** 3, np.ones((T, B, 1))], -1).reshape(T * B, -1)
+    rewards = batch.rewards.double().numpy()
+    returns = np.zeros_like(rewards)
+    running = np.zeros(B)
+    for step in reversed(range(T)):
+        running = rewards[step] + batch.gamma * running
+        returns[step] = running
+    weights = np.linalg.solve(features.T @ features + 1e-5 * np.eye(features.shape[1]),
+                              features.T @ returns.reshape(-1))
+    values = (features @ weights).reshape(T, B)
+    advantages, gae = np.zeros_like(rewards), np.zeros(B)
+    for step in reversed(range(T)):
+        following = values[step + 1] if step + 1 < T else np.zeros(B)
+        gae = rewards[step] + batch.gamma * following - values[step] + batch.gamma * 0.9 * gae
+        advantages[step] = gae
+    data = learner._prepare(trials)
+    np.testing.assert_allclose(data["advantages"].numpy(), advantages, rtol=1e-4, atol=1e-4)
+    # The observation-only baseline gives other values (the test would pass vacuously otherwise).
+    plain = RL2PPO(policy, episodes_per_trial=2, bptt_chunk=4, normalize_advantages=False, reward_scale=0.5,
+                   gae_lambda=0.9)._prepare(trials)["advantages"].numpy()
+    assert np.abs(plain - advantages).max() > 1e-3
+
+
+def test_the_run_seed_orders_the_minibatches():
+    """The minibatch order is drawn from the run seed (and the update count): two seeds
+    with the same trials and the same initial policy take different steps, one seed the same."""
+    outcomes = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        torch.manual_seed(2)
+        policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
+        learner = RL2PPO(policy, episodes_per_trial=2, epochs=2, minibatches=2, bptt_chunk=10, seed=seed)
+        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 2, policy, seed=4,
+                              num_workers=0) as sampler:
+            trials = sampler.rollout_trials(sampler.sample_tasks(2), 2, chunk=10)
+        learner.step(trials)
+        outcomes[name] = torch.cat([p.detach().flatten() for p in policy.parameters()])
+    assert torch.equal(outcomes["a"], outcomes["b"])
+    assert not torch.equal(outcomes["a"], outcomes["c"])
+
+
+def test_from_config_passes_the_run_seed_and_the_recipe(tmp_path):
+    from maml_rl.config import build_env, load_config
+    from maml_rl.metalearners import make_metalearner, make_policy
+
+    config = load_config(small_rl2_config(tmp_path, **{"update-per-chunk": True, "bptt-overlap": 2,
+                                                       "action-head": "tanh", "baseline-inputs": "policy-inputs"}))
+    config["seed"] = 17
+    env = build_env(config)
+    policy = make_policy(config, env)
+    learner = make_metalearner(config, policy)
+    assert (learner.seed, learner.bptt_overlap, learner.baseline_inputs) == (17, 2, "policy-inputs")
+    assert policy.head_type == "tanh"

@@ -340,15 +340,15 @@ def test_the_documented_recurrent_policy_example_runs(capsys):
     assert "tensor(" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("categorical", [False, True])
-def test_gru_task_batches_give_each_task_the_bits_of_its_own_call(categorical):
+@pytest.mark.parametrize(("categorical", "head"), [(False, "linear"), (False, "tanh"), (True, "linear")])
+def test_gru_task_batches_give_each_task_the_bits_of_its_own_call(categorical, head):
     """GRUPolicy takes all tasks in one call per step; a task's numbers must not depend on the
     other tasks of the call (how many, where it sits) or on the thread count, since Ray actors
     and the local sampler group tasks differently."""
     torch.manual_seed(3)
     # Inputs 45 wide: padded products; 16: aligned ones; state 8 and 3 rows: vector tails of sigmoid.
     for input_size, hidden, state_size in ((45, (32, 32), 64), (16, (32,), 64), (6, (16,), 8)):
-        policy = GRUPolicy(input_size, 3, hidden, state_size, categorical=categorical)
+        policy = GRUPolicy(input_size, 3, hidden, state_size, categorical=categorical, head=head)
         threads = torch.get_num_threads()
         try:
             for B in (1, 2, 3, 5, 20):
@@ -365,6 +365,8 @@ def test_gru_task_batches_give_each_task_the_bits_of_its_own_call(categorical):
                         got = part.logits if categorical else part.mean
                         want = whole.logits if categorical else whole.mean
                         assert torch.equal(got, want[lo:hi]), (input_size, B, num_threads, lo, hi)
+                        if not categorical:  # the tanh head's std is state-dependent
+                            assert torch.equal(part.stddev, whole.stddev[lo:hi]), (input_size, B, num_threads)
         finally:
             torch.set_num_threads(threads)
     # Not the non-batched call's bits (other kernels), but the same numbers to rounding.

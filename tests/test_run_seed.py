@@ -1,0 +1,88 @@
+"""The run seed reaches every random draw of every algorithm.
+
+Every generator in a training run is seeded from numbers that must derive from the run seed:
+``torch.manual_seed`` (the policy's initial weights) and every ``np.random.SeedSequence`` (the
+sampler's tasks, per-slot action noise and env resets, gymnasium's env seeding, RL²'s PPO
+minibatch order). Recording the entropy of each seeding call in two runs that differ only in
+their seed, the calls must pair up one to one and differ in every pair: a draw seeded by a
+constant (RL²'s minibatch order once was, ``SeedSequence([update, 7])``) shows as an equal pair,
+and a draw from fresh entropy as ``SeedSequence()`` without arguments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import write_small_config
+from scripts import train
+
+ALGORITHMS = {
+    "maml-trpo": {},
+    "promp": {"algorithm": "promp", "outer-steps": 2},
+    "rl2-ppo": {"algorithm": "rl2-ppo", "episodes-per-trial": 2, "gru-size": 8, "ppo-epochs": 2,
+                "ppo-minibatches": 2, "bptt-chunk": 7, "update-per-chunk": True, "bptt-overlap": 2},
+}
+
+
+def seeding_calls(monkeypatch, config, output, seed):
+    calls = []
+    real_sequence, real_manual_seed = np.random.SeedSequence, torch.manual_seed
+
+    def sequence(entropy=None, *args, **kwargs):
+        calls.append(("SeedSequence", None if entropy is None else np.asarray(entropy).tolist()))
+        return real_sequence(entropy, *args, **kwargs)
+
+    def manual_seed(value):
+        calls.append(("torch.manual_seed", int(value)))
+        return real_manual_seed(value)
+
+    monkeypatch.setattr(np.random, "SeedSequence", sequence)
+    monkeypatch.setattr(torch, "manual_seed", manual_seed)
+    try:
+        train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0",
+                    "--seed", str(seed)])
+    finally:
+        monkeypatch.undo()
+    return calls
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algorithm):
+    changes = dict(ALGORITHMS[algorithm], **{"num-batches": 2})
+    config = write_small_config(tmp_path, **changes)
+    if algorithm == "rl2-ppo":  # MAML's inner-loop key is not one of RL²'s
+        config.write_text("\n".join(line for line in config.read_text().splitlines()
+                                    if not line.startswith("fast-lr")) + "\n")
+    first = seeding_calls(monkeypatch, config, tmp_path / "a", 11)
+    again = seeding_calls(monkeypatch, config, tmp_path / "b", 11)
+    other = seeding_calls(monkeypatch, config, tmp_path / "c", 12)
+    assert first == again  # the recording itself is deterministic
+    assert len(first) == len(other) and len(first) > 5
+    assert ("torch.manual_seed", 11) in first
+    fresh = [call for call in first if call[1] is None]
+    assert not fresh, f"seeded from fresh entropy, not from the run seed: {fresh}"
+    same = [a for a, b in zip(first, other) if a == b]
+    assert not same, f"{len(same)} of {len(first)} seeding calls do not depend on the run seed: {same[:5]}"
+
+
+def test_the_check_catches_a_constant_seed(tmp_path, monkeypatch):
+    """The old minibatch order (the update count alone) fails the check above."""
+    from maml_rl.metalearners import rl2_ppo
+
+    original = rl2_ppo.RL2PPO.step
+
+    def constant_order(self, trials):
+        np.random.SeedSequence([self.num_updates, 7])
+        return original(self, trials)
+
+    monkeypatch.setattr(rl2_ppo.RL2PPO, "step", constant_order)
+    changes = dict(ALGORITHMS["rl2-ppo"], **{"num-batches": 1})
+    config = write_small_config(tmp_path, **changes)
+    config.write_text("\n".join(line for line in config.read_text().splitlines()
+                                if not line.startswith("fast-lr")) + "\n")
+    first = seeding_calls(monkeypatch, config, tmp_path / "a", 11)
+    monkeypatch.setattr(rl2_ppo.RL2PPO, "step", constant_order)
+    other = seeding_calls(monkeypatch, config, tmp_path / "c", 12)
+    assert [a for a, b in zip(first, other) if a == b] == [("SeedSequence", [0, 7])]

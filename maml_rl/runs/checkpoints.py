@@ -9,7 +9,7 @@ from __future__ import annotations
 import pickle
 import random
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import torch
@@ -17,7 +17,7 @@ import torch
 from maml_rl.config import ConfigError, config_diff, validate_config
 from maml_rl.runs.files import atomic_save
 
-__all__ = ["RESUMABLE_CHANGES", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
+__all__ = ["RESUMABLE_CHANGES", "Resumed", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
 
 CHECKPOINT_VERSION = 1
 
@@ -58,11 +58,14 @@ def save_checkpoint(
     sampler: Any,
     counters: Mapping[str, Any],
     metalearner: Any = None,
+    monitors: Mapping[str, Any] | None = None,
 ) -> None:
     """Write, atomically, everything a resumed run needs to continue exactly.
 
     :param iteration: number of completed iterations (the next one to run).
     :param counters: running totals to carry over (e.g. the number of env steps).
+    :param monitors: objects with a ``state_dict()`` that watch the logged metrics (the decline and stall
+        monitors), by name: saved so that their metrics go on exactly even if ``metrics.jsonl`` loses rows.
     """
     atomic_save(
         {
@@ -76,6 +79,7 @@ def save_checkpoint(
             "counters": dict(counters),
             # A meta-learner with state of its own (RL²-PPO's optimiser).
             **({"metalearner": metalearner.state_dict()} if hasattr(metalearner, "state_dict") else {}),
+            "monitors": {name: monitor.state_dict() for name, monitor in (monitors or {}).items()},
         },
         path,
     )
@@ -139,6 +143,14 @@ def read_checkpoint(path: str | Path) -> dict:
     return state
 
 
+class Resumed(NamedTuple):
+    """What :func:`load_checkpoint` gives back besides the restored objects."""
+
+    iteration: int  # completed iterations: the next one to run
+    counters: dict
+    monitors_restored: bool  # False for a checkpoint written before the monitors' state was saved
+
+
 def load_checkpoint(
     path: str | Path,
     *,
@@ -147,12 +159,13 @@ def load_checkpoint(
     baseline: torch.nn.Module,
     sampler: Any,
     metalearner: Any = None,
-) -> tuple[int, dict]:
+    monitors: Mapping[str, Any] | None = None,
+) -> Resumed:
     """Restore the state saved by :func:`save_checkpoint` into the given objects.
 
     Restores the random generators too, so call it last, just before the loop.
 
-    :return: the number of completed iterations and the saved counters.
+    :param monitors: objects with a ``load_state_dict()``, by the names given to :func:`save_checkpoint`.
     :raises ConfigError: the checkpoint belongs to another configuration.
     """
     state = read_checkpoint(path)
@@ -169,5 +182,10 @@ def load_checkpoint(
             raise ConfigError(f"{path} holds no state of the meta-learner {type(metalearner).__name__}; "
                               "start the run again with --overwrite")
         metalearner.load_state_dict(state["metalearner"])
+    saved_monitors = state.get("monitors", {})
+    restored = bool(monitors) and all(name in saved_monitors for name in monitors)
+    if restored:
+        for name, monitor in monitors.items():
+            monitor.load_state_dict(saved_monitors[name])
     _set_rng_state(state["rng"])
-    return int(state["iteration"]), dict(state["counters"])
+    return Resumed(int(state["iteration"]), dict(state["counters"]), restored)

@@ -71,20 +71,24 @@ def test_malicious_checkpoint_is_refused_without_running_it(reference, tmp_path)
     assert marker.exists()
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage", "zeros", "few-zeros"])
 def test_damaged_checkpoint_is_named_with_what_to_do(reference, tmp_path, damage):
+    """A zero-filled checkpoint was refused as one that 'asks to run code or build objects'."""
     folder = tmp_path / "run"
     shutil.copytree(reference, folder)
     data = (reference / "checkpoint.pt").read_bytes()
     (folder / "checkpoint.pt").write_bytes({"empty": b"", "truncated": data[: len(data) // 2],
-                                            "garbage": os.urandom(4096)}[damage])
+                                            "garbage": os.urandom(4096), "zeros": bytes(len(data)),
+                                            "few-zeros": bytes(100)}[damage])
     with pytest.raises(ConfigError) as info:
         run(write_config(tmp_path), folder, "--resume", "--num-batches", "4")
     message = str(info.value)
     assert str(folder / "checkpoint.pt") in message
-    assert "damaged" in message and "--overwrite" in message
-    if damage == "empty":
-        assert "the file is empty" in message
+    assert "is damaged or not a file torch.save wrote" in message and "--overwrite" in message
+    assert "refused" not in message and "run code" not in message
+    expected = {"empty": "the file is empty", "truncated": "a zip archive cut short",
+                "zeros": f"its {len(data)} bytes are all zero", "few-zeros": "its 100 bytes are all zero"}
+    assert expected.get(damage, "") in message
 
 
 def test_checkpoint_without_config_json_resumes_exactly(reference, tmp_path):
@@ -191,7 +195,7 @@ def test_evaluation_accepts_a_checkpoint_as_policy(reference, tmp_path):
         evaluate.main([*args, "--policy", str(not_a_policy), "--output", str(tmp_path / "c.npz")])
     plain_pickle = tmp_path / "pickle.th"
     plain_pickle.write_bytes(pickle.dumps([1, 2, 3]))
-    with pytest.raises(ConfigError, match="was refused.*Give --policy the policy.th or checkpoint.pt"):
+    with pytest.raises(ConfigError, match="not a file torch.save wrote.*Give --policy the policy.th or checkpoint.pt"):
         evaluate.main([*args, "--policy", str(plain_pickle), "--output", str(tmp_path / "c.npz")])
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import zipfile
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -110,19 +111,37 @@ def safe_load(path: str | Path, remedy: str) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"{path} does not exist") from None
     except pickle.UnpicklingError as exc:
-        if "Weights only load failed" in str(exc):
-            unsupported = next((line.strip() for line in str(exc).splitlines() if "Unsupported" in line), "")
+        # Only a request for a global (a function to call, a class to build) is a refusal; an unknown
+        # opcode ("Unsupported operand 0") is bytes that are no pickle at all: a damaged file.
+        if "Weights only load failed" in str(exc) and "GLOBAL" in str(exc):
+            unsupported = next((line.strip() for line in str(exc).splitlines() if "GLOBAL" in line), "")
             raise ConfigError(
                 f"{path} was refused: it asks to run code or build objects that maml_rl's files never hold "
-                f"({unsupported or 'see torch.load weights_only'}), so it was not written by maml_rl or was "
-                f"altered; nothing in it was run. {remedy}"
+                f"({unsupported}), so it was not written by maml_rl or was altered; nothing in it was run. {remedy}"
             ) from None
-        raise ConfigError(f"{path} is damaged ({type(exc).__name__}: {exc}). {remedy}") from None
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(path, exc)}). "
+                          f"{remedy}") from None
     except Exception as exc:  # torch reports truncation, garbage and empty files in many ways
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if path.stat().st_size == 0:
-            detail = "the file is empty"
-        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({detail}). {remedy}") from None
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(path, exc)}). "
+                          f"{remedy}") from None
+
+
+def _damage(path: Path, exc: Exception) -> str:
+    """What is wrong with a file torch.load could not read, as plainly as the bytes tell."""
+    size = path.stat().st_size
+    if size == 0:
+        return "the file is empty"
+    with open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(0)
+        if all(not chunk.strip(b"\0") for chunk in iter(lambda: f.read(1 << 20), b"")):
+            return f"its {size} bytes are all zero"
+    if not zipfile.is_zipfile(path):
+        if head == b"PK\x03\x04":
+            return "a zip archive cut short or damaged, e.g. by a copy or a disk that filled up"
+        return "it is not the zip archive that torch.save writes"
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def read_checkpoint(path: str | Path) -> dict:

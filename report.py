@@ -22,9 +22,12 @@ import json
 import sys
 from pathlib import Path
 
-from maml_rl.command_line import run_script
-from maml_rl.config import ConfigError
-from maml_rl.reports import ReportError, compare, curves, format_report, load_run, summarise
+from maml_rl.startup import quiet_interrupt
+
+with quiet_interrupt("report.py"):
+    from maml_rl.command_line import run_script
+    from maml_rl.config import ConfigError
+    from maml_rl.reports import ReportError, compare, curves, format_report, load_run, summarise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -41,33 +41,36 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-from gymnasium import spaces
-from tqdm import tqdm
+from maml_rl.startup import quiet_interrupt
 
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
-from maml_rl.config import ConfigError, build_env, load_config
-from maml_rl.evaluation import (
-    check_architecture,
-    evaluate_trials,
-    class_table,
-    evaluation_env_kwargs,
-    listed_tasks,
-    plot_returns,
-    read_policy,
-    summary_table,
-)
-from maml_rl.metalearners import METALEARNERS, make_policy
-from maml_rl.runs import (
-    atomic_write,
-    carries_success,
-    check_writable,
-    mean_returns,
-    resolve_device,
-    success_rates,
-)
-from maml_rl.samplers import MultiTaskSampler, usable_cpus
+with quiet_interrupt("test.py"):
+    import numpy as np
+    from gymnasium import spaces
+    from tqdm import tqdm
+
+    from maml_rl.baseline import LinearFeatureBaseline
+    from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
+    from maml_rl.config import ConfigError, build_env, load_config
+    from maml_rl.evaluation import (
+        check_architecture,
+        evaluate_trials,
+        class_table,
+        evaluation_env_kwargs,
+        listed_tasks,
+        plot_returns,
+        read_policy,
+        summary_table,
+    )
+    from maml_rl.metalearners import METALEARNERS, make_policy
+    from maml_rl.runs import (
+        atomic_write,
+        carries_success,
+        check_writable,
+        mean_returns,
+        resolve_device,
+        success_rates,
+    )
+    from maml_rl.samplers import MultiTaskSampler, usable_cpus
 
 __all__ = ["class_table", "main", "parse_args", "summary_table"]
 

@@ -82,6 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("give --seed or --seeds, not both")
     if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds {' '.join(map(str, args.seeds))}: each seed once")
+    for seed in [args.seed] if args.seeds is None else args.seeds:
+        if seed is not None and not 0 <= seed < 2**63:
+            parser.error(f"a seed must be in [0, 2**63), got {seed}")
+    if args.num_batches is not None and args.num_batches < 1:
+        parser.error(f"--num-batches must be >= 1, got {args.num_batches}")
     if args.seed_chunk < 1:
         parser.error(f"--seed-chunk must be >= 1, got {args.seed_chunk}")
     if args.seeds is not None and args.ray_actors is not None:

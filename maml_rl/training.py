@@ -12,7 +12,7 @@ from gymnasium import spaces
 from tqdm import tqdm
 
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.config import build_env
+from maml_rl.config import build_env, overridden_env_kwargs
 from maml_rl.metalearners import make_metalearner, make_policy
 from maml_rl.runs import (
     CHECKPOINT_FILE,
@@ -61,7 +61,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
     if resume and nothing_yet:
         print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
     device = resolve_device(device)
-    env = build_env(config)
+    env = build_env(config, overridden_env_kwargs(overrides))
 
     prepare_output_folder(output, fresh=not has_checkpoint)
     atomic_write_json(config, output / CONFIG_FILE)

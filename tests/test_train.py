@@ -176,7 +176,7 @@ def test_two_inner_steps(tmp_path):
         ({"fast-lr": "0.1"}, "fast-lr: got '0.1' (str), expected a number > 0"),
         ({"fast-batch-size": -4}, "fast-batch-size: got -4 (int), expected an integer >= 1"),
         ({"env-name": "HalfCheetahVel-v4"}, "HalfCheetahVel-v5"),
-        ({"env-kwargs": {"goal_radius": 1}}, "env-kwargs: 2DNavigation-v0 cannot be built"),
+        ({"env-kwargs": {"goal_radius": 1}}, "env-kwargs: 2DNavigation-v0 takes no argument 'goal_radius'"),
     ],
 )
 def test_config_errors_stop_before_any_work(tmp_path, changes, message):

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from maml_rl.config import ConfigError, apply_overrides, config_diff, load_config, validate_config
+from maml_rl.config import ConfigError, apply_overrides, config_diff, load_config, overridden_keys, validate_config
 from maml_rl.runs.checkpoints import RESUMABLE_CHANGES, read_checkpoint
 from maml_rl.runs.files import CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, POLICY_FILE
 from maml_rl.runs.metrics import logged_rows
@@ -92,7 +92,8 @@ def resolve_run_config(
         overrides = [(key, given[key]) for key in RESUMABLE_CHANGES if given[key] != saved[key]] + list(overrides)
     if seed is not None and seed != saved["seed"]:
         raise ConfigError(f"--resume: --seed {seed} differs from the run's seed {saved['seed']}")
-    config = validate_config(apply_overrides(saved, overrides), source="the overrides")
+    config = validate_config(apply_overrides(saved, overrides), source=str(saved_path if saved_path.exists()
+                             else checkpoint), set_keys=overridden_keys(overrides))
     differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
     if differences:
         raise ConfigError(

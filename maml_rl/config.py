@@ -227,9 +227,8 @@ def _resolve(hyperparameter: Hyperparameter, raw: Mapping[str, Any], config: dic
             config[key] = hyperparameter.check.convert(raw[key])
         except InvalidValue as exc:
             detail = f" ({exc})" if str(exc) else ""
-            problems.append(
-                (key, f"{key}: got {raw[key]!r} ({type(raw[key]).__name__}), expected {hyperparameter.expected}{detail}")
-            )
+            got = f"{raw[key]!r} ({type(raw[key]).__name__})"
+            problems.append((key, f"{key}: got {got}, expected {hyperparameter.expected}{detail}"))
     return config.get(key)
 
 

@@ -6,7 +6,10 @@ environment and algorithm, and further by any setting in which runs of one
 algorithm differ (``promp (outer-kl-limit=0.1)`` beside ``promp
 (outer-kl-limit=null)``; a key a config leaves out counts as its default), so
 that two configurations are never pooled into one figure; the seed and the
-iteration count do not split a group (a budget that differs is noted). Each run's score is its held-out mean return (and
+iteration count do not split a group (a budget that differs is noted). Runs
+that test.py evaluated otherwise (the record in results.npz, :mod:`maml_rl.results`)
+are grouped apart too, flagged, and not compared; stale results are flagged.
+Reading the run folders is :mod:`maml_rl.report_runs`'s. Each run's score is its held-out mean return (and
 success) after adaptation, from ``results.npz``, and its training curve the
 ``return_after`` of ``metrics.jsonl``. Across runs the aggregate is the IQM
 with a 95% stratified bootstrap confidence interval ("Deep Reinforcement
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np

@@ -287,7 +287,8 @@ def test_ctrl_c_prints_the_command_that_continues_the_run(tmp_path):
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130
-    command = f"python {ROOT / 'train.py'} --config {config} --num-workers 0 --seed 7 --output-folder runs/small --resume"
+    command = (f"python {ROOT / 'train.py'} --config {config} --num-workers 0 --seed 7 "
+               "--output-folder runs/small --resume")
     assert err.rstrip().endswith(f"interrupted: continue with --resume:\n  {command}"), err
     assert "Traceback" not in err
 

@@ -5,11 +5,15 @@
     python report.py runs/promp-nav runs/maml-nav --plot runs/nav-curves.png
 
 Each argument is a run folder, or a folder of run folders (``train.py
---seeds`` writes ``seed-<n>`` ones). Each run scores its held-out mean return
-after adaptation from test.py's ``results.npz``; runs group by env and
-algorithm, and apart where their configs differ (other than seed and
-iteration count: ``promp (outer-kl-limit=0.1)``); the table gives the interquartile mean over a group's runs with its
-95% stratified bootstrap interval (rliable: ``pip install 'maml_rl[stats]'``),
+--seeds`` writes ``seed-<n>`` ones); a run reached twice counts once, and two
+folders holding the same run (a copy) are refused. Each run scores its
+held-out mean return after adaptation from test.py's ``results.npz``; runs
+group by env and algorithm, and apart where their configs differ (other than
+seed and iteration count: ``promp (outer-kl-limit=0.1)``) or where test.py
+evaluated them otherwise (``--num-steps``, ``--eval-actions``, ...: such groups
+are flagged and not compared); results older than the run's policy are
+flagged STALE. The table gives the interquartile mean over a group's runs with its
+95% stratified bootstrap interval (rliable: ``pip install -e ".[stats]"``),
 the mean, the worst seed, and for each two groups on one env the probability
 that a run of one beats a run of the other. ``--plot`` draws the training curves
 (return after adaptation on the training tasks) as IQM with 95% bands.
@@ -22,9 +26,13 @@ import json
 import sys
 from pathlib import Path
 
-from maml_rl.command_line import run_script
-from maml_rl.config import ConfigError
-from maml_rl.reports import ReportError, compare, curves, format_report, load_run, summarise
+from maml_rl.startup import quiet_interrupt
+
+with quiet_interrupt("report.py"):
+    from maml_rl.command_line import run_script
+    from maml_rl.config import ConfigError
+    from maml_rl.report_runs import distinct_runs, find_run_folders
+    from maml_rl.reports import ReportError, compare, comparison_problem, curves, format_report, load_run, summarise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,20 +46,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=50_000, help="bootstrap replications (default: 50000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     return parser.parse_args(argv)
-
-
-def run_folders(paths: list[str]) -> list[Path]:
-    folders = []
-    for name in paths:
-        path = Path(name)
-        if (path / "config.json").is_file():
-            folders.append(path)
-            continue
-        inner = sorted(p.parent for p in path.glob("*/config.json"))
-        if not inner:
-            raise ConfigError(f"{path}: neither a run folder (no config.json) nor a folder of run folders")
-        folders.extend(inner)
-    return folders
 
 
 def plot(summaries, output: str, reps: int, seed: int) -> None:
@@ -79,18 +73,23 @@ def main(argv: list[str] | None = None) -> dict:
     if args.reps < 100:
         raise ConfigError(f"--reps {args.reps}: too few bootstrap replications for a 95% interval; give >= 100")
     try:
-        runs = [load_run(folder, args.results) for folder in run_folders(args.runs)]
+        runs = distinct_runs([load_run(folder, args.results) for folder in find_run_folders(args.runs)])
         summaries = summarise(runs, reps=args.reps, seed=args.seed)
     except (ReportError, ImportError) as exc:
         raise ConfigError(str(exc)) from None
-    comparisons = {}
+    comparisons, not_compared = {}, []
     for i, a in enumerate(summaries):
         for j, b in enumerate(summaries):
             if i < j and a.env == b.env:
-                comparisons[(i, j)] = compare(a, b, seed=args.seed)
-    print(format_report(summaries, comparisons))
+                problem = comparison_problem(a, b)
+                if problem:
+                    not_compared.append(f"{a.env}: {a.label} and {b.label} not compared: {problem}")
+                else:
+                    comparisons[(i, j)] = compare(a, b, seed=args.seed)
+    print("\n".join([format_report(summaries, comparisons), *(f"note: {line}" for line in not_compared)]))
     figures = {
-        "groups": [{"env": s.env, "algorithm": s.algorithm, "label": s.label, "settings": s.settings, "seeds": [r.seed for r in s.runs],
+        "groups": [{"env": s.env, "algorithm": s.algorithm, "label": s.label, "settings": s.settings,
+                    "evaluated": s.evaluated, "seeds": [r.seed for r in s.runs],
                     "folders": [str(r.folder) for r in s.runs], "scores": [r.after for r in s.runs],
                     "iqm": s.iqm, "ci": list(s.ci), "mean": s.mean, "worst_seed": s.worst.seed,
                     "worst": s.worst.after, "iqm_before": s.before_iqm, "success_iqm": s.success_iqm,
@@ -98,6 +97,7 @@ def main(argv: list[str] | None = None) -> dict:
                     "env_steps": [float(r.env_steps[-1]) for r in s.runs], "notes": s.notes} for s in summaries],
         "comparisons": [{"env": summaries[i].env, "a": summaries[i].label, "b": summaries[j].label,
                          "probability_a_beats_b": p, "ci": list(ci)} for (i, j), (p, ci) in comparisons.items()],
+        "not_compared": not_compared,
     }
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             plot(summaries, args.plot, min(args.reps, 2_000), args.seed)
         except ImportError:
-            raise ConfigError("--plot needs matplotlib: pip install 'maml_rl[plot]'") from None
+            raise ConfigError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
         print(f"curves written to {args.plot}", file=sys.stderr)
     return figures
 

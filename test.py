@@ -41,33 +41,39 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-from gymnasium import spaces
-from tqdm import tqdm
+from maml_rl.startup import quiet_interrupt
 
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
-from maml_rl.config import ConfigError, build_env, load_config
-from maml_rl.evaluation import (
-    check_architecture,
-    evaluate_trials,
-    class_table,
-    evaluation_env_kwargs,
-    listed_tasks,
-    plot_returns,
-    read_policy,
-    summary_table,
-)
-from maml_rl.metalearners import METALEARNERS, make_policy
-from maml_rl.runs import (
-    atomic_write,
-    carries_success,
-    check_writable,
-    mean_returns,
-    resolve_device,
-    success_rates,
-)
-from maml_rl.samplers import MultiTaskSampler, usable_cpus
+with quiet_interrupt("test.py"):
+    import numpy as np
+    from gymnasium import spaces
+    from tqdm import tqdm
+
+    from maml_rl.baseline import LinearFeatureBaseline
+    from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
+    from maml_rl.config import ConfigError, build_env, load_config
+    from maml_rl.evaluation import (
+        check_architecture,
+        evaluate_trials,
+        class_table,
+        describe_origin,
+        evaluation_env_kwargs,
+        listed_tasks,
+        plot_returns,
+        policy_origin,
+        read_policy,
+        summary_table,
+    )
+    from maml_rl.metalearners import METALEARNERS, make_policy
+    from maml_rl.results import RECORD_KEY, record_array
+    from maml_rl.runs import (
+        atomic_write,
+        carries_success,
+        check_writable,
+        mean_returns,
+        resolve_device,
+        success_rates,
+    )
+    from maml_rl.samplers import MultiTaskSampler, usable_cpus
 
 __all__ = ["class_table", "main", "parse_args", "summary_table"]
 
@@ -123,6 +129,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     folder = Path(args.config).parent
+    args.policy_given = args.policy is not None
     args.policy = args.policy or str(folder / "policy.th")
     args.output = args.output or str(folder / "results.npz")
     return args
@@ -137,14 +144,22 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise ConfigError("--plot needs matplotlib: pip install matplotlib (or pip install 'maml_rl[plot]')") from None
+            raise ConfigError("--plot needs matplotlib: pip install -e \".[plot]\" (or pip install matplotlib)") from None
     if not Path(args.policy).is_file():
-        raise ConfigError(f"--policy {args.policy}: no such file")
+        if args.policy_given:
+            raise ConfigError(f"--policy {args.policy}: no such file")
+        raise ConfigError(f"no policy to evaluate: there is no policy.th beside {args.config}. Evaluate a trained run "
+                          f"(python test.py --config RUN/config.json; train one with python train.py --config "
+                          f"{args.config}), or give the policy file with --policy")
     check_writable(args.output, "--output", folder=False)
     if args.plot is not None:
         check_writable(args.plot, "--plot", folder=False)
     check_architecture(config, args.config, args.policy)
     state_dict = read_policy(args.policy)
+    origin = policy_origin(args.policy, state_dict)
+    if "unfinished" in describe_origin(origin):
+        print(f"note: {args.policy} is from iteration {origin['iteration']} of {origin['num-batches']}: "
+              "its run is not finished", file=sys.stderr)
     device = resolve_device(args.device)
     env = build_env(config)
     env_kwargs = evaluation_env_kwargs(config, env, args.split)
@@ -208,19 +223,32 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     if per_step_success:
         success = np.concatenate(per_step_success, axis=1)  # [K+1, N*M, B]
         results.update(train_success=success[0], valid_success=success[-1], success_per_step=success.mean(axis=2))
+    # How this was evaluated, so that report.py pools only like with like (maml_rl/results.py).
+    settings = {
+        "protocol": "rl2-trials" if recurrent else "gradient-steps", "num-steps": None if recurrent else num_steps,
+        "fast-lr": None if recurrent else config["fast-lr"], "fast-batch-size": batch_size,
+        "eval-actions": args.eval_actions, "split": env_kwargs.get("split"), "all-tasks": listed is not None,
+        "episodes-per-trial": config["episodes-per-trial"] if recurrent else None,
+        "evaluation-episodes": args.evaluation_episodes if recurrent else None,
+        "meta-batch-size": meta_batch_size, "num-batches": None if listed is not None else args.num_batches,
+    }
+    results[RECORD_KEY] = record_array(policy=origin, settings=settings, seed=seed,
+                                       config=str(Path(args.config).resolve()), tasks=len(tasks))
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(args.output, lambda f: np.savez(f, **results))
 
     split = f" of the {env_kwargs['split']} split" if "split" in env_kwargs else ""
-    which = "every task" if listed is not None else f"{len(tasks)} new tasks"
+    which = f"every task{split} ({len(tasks)}, seed {seed})" if listed is not None else \
+        f"{len(tasks)} new task{'s' if len(tasks) != 1 else ''}{split} (seed {seed})"
     mean = ", mean actions after adaptation" if args.eval_actions == "mean" else ""
+    policy_name = f"{args.policy}{describe_origin(origin)}"
     if recurrent:
-        print(f"{config['env-name']}: {args.policy} (RL²) on {which}{split} ({len(tasks)}, seed {seed}), "
+        print(f"{config['env-name']}: {policy_name} (RL²) on {which}, "
               f"{batch_size} trials of {config['episodes-per-trial']} episodes per task, then "
               f"{args.evaluation_episodes} evaluation episodes from the adapted state{mean}; "
               "rows: episode of the trial, the last row the evaluation episodes")
     else:
-        print(f"{config['env-name']}: {args.policy} on {which}{split} ({len(tasks)}, seed {seed}), "
+        print(f"{config['env-name']}: {policy_name} on {which}, "
               f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}")
     notes = None
     if recurrent:

@@ -27,14 +27,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
-from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
-from maml_rl.config import parse_override
-from maml_rl.samplers import usable_cpus
-from maml_rl.seeds import train_seeds_on_ray
-from maml_rl.training import train_run
+from maml_rl.startup import quiet_interrupt
+
+with quiet_interrupt("train.py"):
+    from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
+    from maml_rl.config import parse_override
+    from maml_rl.samplers import usable_cpus
+    from maml_rl.seeds import train_seeds_on_ray
+    from maml_rl.training import train_run
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "maml" / "2d-navigation.yaml"
 
@@ -78,11 +82,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("give --seed or --seeds, not both")
     if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds {' '.join(map(str, args.seeds))}: each seed once")
+    for seed in [args.seed] if args.seeds is None else args.seeds:
+        if seed is not None and not 0 <= seed < 2**63:
+            parser.error(f"a seed must be in [0, 2**63), got {seed}")
+    if args.num_batches is not None and args.num_batches < 1:
+        parser.error(f"--num-batches must be >= 1, got {args.num_batches}")
     if args.seed_chunk < 1:
         parser.error(f"--seed-chunk must be >= 1, got {args.seed_chunk}")
     if args.seeds is not None and args.ray_actors is not None:
         parser.error("--ray-actors does not apply to --seeds on Ray: each seed takes --ray-cpus-per-actor CPUs")
     args.sampler_options = sampler_options(parser, args)
+    args.output_folder_given = args.output_folder is not None
     if args.output_folder is None:
         name = Path(args.config).stem if args.config is not None else DEFAULT_CONFIG.stem
         args.output_folder = os.path.join("runs", name)
@@ -122,5 +132,25 @@ def run_overrides(args: argparse.Namespace) -> list:
     return overrides
 
 
+def continue_command(argv: list[str], program: str = "train.py") -> str:
+    """The command that continues what ``argv`` started: the same options with ``--resume``, without
+    ``--overwrite`` (which would start it over again), and with the ``--output-folder`` it used."""
+    args = parse_args(argv)
+    # --overwrite takes no value, and argparse accepts it abbreviated down to --ov.
+    kept = [token for token in argv if not (token.startswith("--ov") and "--overwrite".startswith(token))]
+    if not args.output_folder_given:
+        kept += ["--output-folder", args.output_folder]
+    if not args.resume:
+        kept.append("--resume")
+    return shlex.join(["python", program, *kept])
+
+
+def _on_stop() -> str:
+    try:
+        return f": continue with --resume:\n  {continue_command(sys.argv[1:], sys.argv[0])}"
+    except SystemExit:  # options argparse refused: main() never started a run
+        return ""
+
+
 if __name__ == "__main__":
-    run_script(main, on_stop=": continue with --resume (same --output-folder)")
+    run_script(main, on_stop=_on_stop)

@@ -40,23 +40,23 @@ def _install_signal_handlers() -> None:
             signal.signal(signum, _raise_signal_exit)
 
 
-def _stopping(message: str) -> None:
+def _stopping(message: str, on_stop: str | Callable[[], str]) -> None:
     """The run is over and cleaned up: further signals must not interrupt the
-    exit, and the terminal may be gone (SIGHUP)."""
+    exit (nor the making of ``on_stop``'s text), and the terminal may be gone (SIGHUP)."""
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
     try:
-        print(message, file=sys.stderr)
+        print(message + (on_stop() if callable(on_stop) else on_stop), file=sys.stderr)
     except OSError:
         pass
 
 
-def run_script(main: Callable[[], Any], on_stop: str = "") -> None:
+def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -> None:
     """Run a script's ``main()`` and exit as described above.
 
     :param on_stop: appended to the message printed when a signal stops the run
-        (e.g. how to continue it).
+        (e.g. how to continue it), or a function that returns it, called then.
     """
     _install_signal_handlers()
     # DeprecationWarnings are hidden outside __main__; an old config.json's should be seen.
@@ -67,10 +67,10 @@ def run_script(main: Callable[[], Any], on_stop: str = "") -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        _stopping(f"interrupted{on_stop}")
+        _stopping("interrupted", on_stop)
         sys.exit(130)
     except SignalExit as stop:
-        _stopping(f"stopped by {stop.signal_name}{on_stop}")
+        _stopping(f"stopped by {stop.signal_name}", on_stop)
         sys.exit(stop.code)
 
 

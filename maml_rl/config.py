@@ -37,6 +37,8 @@ __all__ = [
     "config_keys",
     "load_config",
     "markdown_reference",
+    "overridden_env_kwargs",
+    "overridden_keys",
     "parse_override",
     "read_config_file",
     "validate_config",
@@ -128,7 +130,7 @@ def apply_overrides(config: Mapping[str, Any], overrides: Iterable[tuple[str, An
     return config
 
 
-def validate_config(raw: Mapping[str, Any], source: str = "config") -> dict:
+def validate_config(raw: Mapping[str, Any], source: str = "config", set_keys: Iterable[str] = ()) -> dict:
     """Check every key of ``raw`` and return the resolved configuration.
 
     The result holds every key of :func:`config_keys` of its ``algorithm``, in
@@ -137,19 +139,21 @@ def validate_config(raw: Mapping[str, Any], source: str = "config") -> dict:
 
     :param raw: the mapping read from a file (and overrides).
     :param source: where ``raw`` comes from, for error messages.
+    :param set_keys: the keys whose value came from the command line (``--set``): a problem with one of
+        them is said to come from ``--set``, not from ``source``.
     :raises ConfigError: listing every problem found: unknown keys (with the
         closest valid ones), keys of another algorithm, missing keys, values
         of the wrong type or range (with what is expected) and unregistered
         environment ids.
     """
-    problems = []
+    problems: list[tuple[str | None, str]] = []  # (the key at fault, if one, what is wrong)
     config = {}
     algorithm = _resolve(SHARED_KEYS[0], raw, config, problems)
     sections = _algorithm_keys()
     if "algorithm" in config and algorithm not in sections:
         del config["algorithm"]
-        problems.append(f"algorithm: got {algorithm!r} ({type(algorithm).__name__}), expected "
-                        f"{SHARED_KEYS[0].expected} (one of: {', '.join(sections)})")
+        problems.append(("algorithm", f"algorithm: got {algorithm!r} ({type(algorithm).__name__}), expected "
+                                      f"{SHARED_KEYS[0].expected} (one of: {', '.join(sections)})"))
     # With no valid algorithm, only the shared keys are checked, and no key is called unknown for it.
     accepted = config_keys(algorithm) if algorithm in sections else None
     foreign = False
@@ -159,12 +163,12 @@ def validate_config(raw: Mapping[str, Any], source: str = "config") -> dict:
         owners = [name for name, keys in sections.items() if any(h.key == key for h in keys)]
         if owners:
             foreign = True
-            problems.append(f"key {key!r} is a setting of algorithm {' and '.join(map(repr, owners))}, "
-                            f"not of this configuration's algorithm {algorithm!r}")
+            problems.append((key, f"key {key!r} is a setting of algorithm {' and '.join(map(repr, owners))}, "
+                                  f"not of this configuration's algorithm {algorithm!r}"))
         else:
             close = difflib.get_close_matches(str(key).replace("_", "-"), list(accepted), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"unknown key {key!r}{hint}")
+            problems.append((key, f"unknown key {key!r}{hint}"))
     for hyperparameter in (accepted or {h.key: h for h in SHARED_KEYS}).values():
         if hyperparameter is not SHARED_KEYS[0]:
             _resolve(hyperparameter, raw, config, problems)
@@ -176,30 +180,46 @@ def validate_config(raw: Mapping[str, Any], source: str = "config") -> dict:
         unused = getattr(METALEARNERS[algorithm], "unused_shared_keys", {})
         for key, why in unused.items():
             if key in raw and key in config and config[key] != CONFIG_KEYS[key].default_value():
-                problems.append(f"{key}: {raw[key]!r} has no effect with algorithm {algorithm!r} ({why}); "
-                                f"remove the key")
+                problems.append((key, f"{key}: {raw[key]!r} has no effect with algorithm {algorithm!r} ({why}); "
+                                      f"remove the key"))
         # Keys that only make sense together: the meta-learner says which (before any work starts).
         together = getattr(METALEARNERS[algorithm], "config_problems", None)
         if together is not None and not problems:
-            problems.extend(together(config))
+            problems.extend((None, problem) for problem in together(config))
     if "env-name" in config:
         problem = _check_env_id(config["env-name"])
         if problem:
-            problems.append(problem)
+            problems.append(("env-name", problem))
     if problems:
-        message = f"invalid configuration in {source}:\n  - " + "\n  - ".join(problems)
-        if foreign or any(problem.startswith("unknown key") for problem in problems):
-            message += f"\nvalid keys for algorithm {algorithm!r} are: {', '.join(accepted)}"
-        raise ConfigError(message)
+        raise ConfigError(_problems_message(problems, source, set(set_keys), algorithm, accepted, foreign))
     return config
 
 
-def _resolve(hyperparameter: Hyperparameter, raw: Mapping[str, Any], config: dict, problems: list[str]) -> Any:
+def _problems_message(problems: list[tuple[str | None, str]], source: str, set_keys: set[str], algorithm: Any,
+                      accepted: Mapping[str, Hyperparameter] | None, foreign: bool) -> str:
+    """The error of :func:`validate_config`: each problem with where it comes from, ``--set`` or ``source``."""
+    from_set = [key in set_keys for key, _ in problems]
+    if all(from_set):
+        header = f"invalid --set option{'s' if len(problems) > 1 else ''} (applied to {source}):"
+    elif any(from_set):
+        header = f"invalid configuration in {source} and its --set options:"
+    else:
+        header = f"invalid configuration in {source}:"
+    lines = [text if key not in set_keys else f"--set {text}" if text.startswith(f"{key}:")
+             else f"--set {key}: {text}" for key, text in problems]
+    message = header + "\n  - " + "\n  - ".join(lines)
+    if foreign or any(text.startswith("unknown key") for _, text in problems):
+        message += f"\nvalid keys for algorithm {algorithm!r} are: {', '.join(accepted)}"
+    return message
+
+
+def _resolve(hyperparameter: Hyperparameter, raw: Mapping[str, Any], config: dict,
+             problems: list[tuple[str | None, str]]) -> Any:
     """Check ``raw``'s value of one key into ``config`` (its default when left out); a problem is appended."""
     key = hyperparameter.key
     if key not in raw:
         if hyperparameter.required:
-            problems.append(f"missing key {key!r}: expected {hyperparameter.expected}")
+            problems.append((key, f"missing key {key!r}: expected {hyperparameter.expected}"))
         else:
             config[key] = hyperparameter.default_value()
     else:
@@ -207,9 +227,8 @@ def _resolve(hyperparameter: Hyperparameter, raw: Mapping[str, Any], config: dic
             config[key] = hyperparameter.check.convert(raw[key])
         except InvalidValue as exc:
             detail = f" ({exc})" if str(exc) else ""
-            problems.append(
-                f"{key}: got {raw[key]!r} ({type(raw[key]).__name__}), expected {hyperparameter.expected}{detail}"
-            )
+            got = f"{raw[key]!r} ({type(raw[key]).__name__})"
+            problems.append((key, f"{key}: got {got}, expected {hyperparameter.expected}{detail}"))
     return config.get(key)
 
 
@@ -228,13 +247,30 @@ def load_config(path: str | Path, overrides: Iterable[tuple[str, Any]] = ()) -> 
 
     :param path: a YAML file (or a ``config.json`` written by ``train.py``, this package's or
         pytorch-maml-rl's: the command-line arguments that one wrote in are left out).
-    :param overrides: ``(key, value)`` pairs applied before validation.
+    :param overrides: ``(key, value)`` pairs applied before validation (``--set``: named as such in errors).
     :raises ConfigError: see :func:`validate_config`.
     """
     from maml_rl.legacy.config import drop_reference_run_keys
 
+    overrides = list(overrides)
     raw = apply_overrides(drop_reference_run_keys(read_config_file(path)), overrides)
-    return validate_config(raw, source=str(path))
+    return validate_config(raw, source=str(path), set_keys=overridden_keys(overrides))
+
+
+def overridden_keys(overrides: Iterable[tuple[str, Any]]) -> set[str]:
+    """The configuration keys that ``(key, value)`` overrides set (``env-kwargs.NAME`` sets ``env-kwargs``)."""
+    return {key.split(".", 1)[0] for key, _ in overrides}
+
+
+def overridden_env_kwargs(overrides: Iterable[tuple[str, Any]]) -> set[str]:
+    """The names of env-kwargs that ``(key, value)`` overrides set: for errors that name ``--set`` as their source."""
+    names = set()
+    for key, value in overrides:
+        if key.startswith("env-kwargs."):
+            names.add(key.split(".", 1)[1])
+        elif key == "env-kwargs" and isinstance(value, Mapping):
+            names.update(value)
+    return names
 
 
 def config_diff(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Iterable[str] = ()) -> list[str]:
@@ -244,11 +280,14 @@ def config_diff(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Iterable[str
     return [f"{key}: {a.get(key)!r} -> {b.get(key)!r}" for key in keys if a.get(key) != b.get(key)]
 
 
-def build_env(config: Mapping[str, Any]):
+def build_env(config: Mapping[str, Any], set_on_command_line: Iterable[str] = ()):
     """The environment of a validated configuration, built once (e.g. for its spaces).
 
-    :raises ConfigError: the environment rejects ``env-kwargs``, or it is not a
-        meta-learning environment (no ``sample_tasks``/``reset_task``).
+    :param set_on_command_line: names of env-kwargs given with ``--set`` (:func:`overridden_env_kwargs`),
+        named as such when the env refuses one.
+    :raises ConfigError: the environment rejects ``env-kwargs`` (an unknown one
+        named, with the closest it takes), or it is not a meta-learning
+        environment (no ``sample_tasks``/``reset_task``).
     """
     import maml_rl.envs
 
@@ -258,7 +297,7 @@ def build_env(config: Mapping[str, Any]):
     except maml_rl.envs.UnknownEnvError as exc:
         raise ConfigError(f"env-name: {exc}") from None
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"env-kwargs: {name} cannot be built with {kwargs!r}: {exc}") from exc
+        raise ConfigError(_env_kwargs_problem(name, kwargs, exc, set(set_on_command_line))) from exc
     except ImportError as exc:
         # An optional extra's env (Meta-World): the message says what to install.
         raise ConfigError(f"env-name: {name}: {exc}") from None
@@ -268,6 +307,45 @@ def build_env(config: Mapping[str, Any]):
         env.close()
         raise ConfigError(f"env-name: {name!r}: {exc} maml_rl provides: {', '.join(maml_rl.envs.ENV_IDS)}") from None
     return env
+
+
+def _env_kwargs_problem(name: str, kwargs: Mapping[str, Any], exc: Exception, set_on_command_line: set[str]) -> str:
+    """Why ``name`` cannot be built with ``kwargs``: an argument it does not take, named with the closest it does."""
+    # gymnasium repeats the kwargs after the env's own message: keep the env's message only.
+    detail = str(exc).split(" was raised from the environment creator")[0]
+    unexpected = re.search(r"unexpected keyword argument '(\w+)'", detail)
+    if not unexpected:
+        return f"env-kwargs: {name} cannot be built with {dict(kwargs)!r}: {detail}"
+    wrong = unexpected.group(1)
+    taken = _env_arguments(name)
+    close = difflib.get_close_matches(wrong, taken, n=1, cutoff=0.6)
+    where = f"--set env-kwargs.{wrong}" if wrong in set_on_command_line else "env-kwargs"
+    return (f"{where}: {name} takes no argument {wrong!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + (f"; it takes: {', '.join(taken)}" if taken else ""))
+
+
+def _env_arguments(name: str) -> list[str]:
+    """The keyword arguments ``gymnasium.make(name, ...)`` passes on to the env, as far as its signature tells,
+    and ``max_episode_steps``, which gymnasium.make takes itself."""
+    import inspect
+
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    creator = gymnasium.spec(name).entry_point
+    creator = load_env_creator(creator) if isinstance(creator, str) else creator
+    functions = [klass.__init__ for klass in inspect.getmro(creator)] if inspect.isclass(creator) else [creator]
+    names = []
+    for function in functions:
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names += [p.name for p in parameters if p.name not in ("self", "task")
+                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break  # what the classes further up take is not reachable from here
+    return list(dict.fromkeys([*names, "max_episode_steps"]))
 
 
 def _markdown_default(hyperparameter: Hyperparameter) -> str:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -18,16 +19,19 @@ import torch
 from maml_rl.config import ConfigError, load_config
 from maml_rl.policies import get_nonlinearity
 from maml_rl.runs.checkpoints import read_checkpoint, safe_load
-from maml_rl.runs.files import CONFIG_FILE
+from maml_rl.results import file_sha256
+from maml_rl.runs.files import CHECKPOINT_FILE, CONFIG_FILE
 from maml_rl.trials import stack_start
 
 __all__ = [
     "ARCHITECTURE_KEYS",
     "check_architecture",
     "class_table",
+    "describe_origin",
     "evaluation_env_kwargs",
     "listed_tasks",
     "plot_returns",
+    "policy_origin",
     "read_policy",
     "summary_table",
 ]
@@ -153,6 +157,44 @@ def read_policy(path: str) -> dict:
     if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
         raise ConfigError(f"--policy {path} is not a policy state_dict (policy.th) nor a checkpoint.pt")
     return state
+
+
+def policy_origin(path: str, state_dict: Mapping[str, torch.Tensor]) -> dict:
+    """Which policy ``path`` is: its resolved path, sha256, and the training iteration it is from.
+
+    The iteration and the run's ``num-batches`` come from the checkpoint: ``path``
+    itself, or the run's ``checkpoint.pt`` beside a ``policy.th`` that holds the
+    same weights; ``None`` when they cannot be told (no checkpoint, or one
+    from another iteration).
+
+    :param state_dict: the weights read from ``path`` (:func:`read_policy`).
+    :raises ConfigError: the file changed while it was read (a run still training writes it every iteration).
+    """
+    digest = file_sha256(path)
+    iteration = num_batches = None
+    for checkpoint in dict.fromkeys([Path(path), Path(path).parent / CHECKPOINT_FILE]):
+        try:
+            state = read_checkpoint(checkpoint)
+        except ConfigError:
+            continue  # a policy.th, no checkpoint, or a damaged one: the iteration is unknown
+        if state["policy"].keys() == state_dict.keys() and all(
+                torch.equal(state["policy"][name], state_dict[name]) for name in state_dict):
+            iteration, num_batches = int(state["iteration"]), state["config"].get("num-batches")
+            break
+    if file_sha256(path) != digest:
+        raise ConfigError(f"--policy {path} changed while it was read (is its run still training?): "
+                          "run test.py again, or evaluate a copy of the file")
+    return {"file": str(Path(path).resolve()), "sha256": digest, "iteration": iteration, "num-batches": num_batches}
+
+
+def describe_origin(origin: Mapping[str, Any]) -> str:
+    """`` (iteration N of M, the run is unfinished)``, `` (iteration M of M)``, or ``""`` when unknown."""
+    iteration, total = origin["iteration"], origin["num-batches"]
+    if iteration is None:
+        return ""
+    if total is None or iteration >= total:
+        return f" (iteration {iteration}{f' of {total}' if total else ''})"
+    return f" (iteration {iteration} of {total}: the run is unfinished)"
 
 
 #: What must agree between the configuration and the run that trained the policy.

@@ -5,8 +5,7 @@
 Plots the mean return before and after adaptation against the iteration
 (raw, and smoothed over a window; for RL², the trial's first and last
 episodes), and the success rate beside it for runs whose episodes carry
-success (Meta-World). Needs matplotlib (``pip install
-'maml_rl[plot]'``).
+success (Meta-World). Needs matplotlib (``pip install -e ".[plot]"``).
 """
 
 from __future__ import annotations

@@ -6,12 +6,15 @@ environment and algorithm, and further by any setting in which runs of one
 algorithm differ (``promp (outer-kl-limit=0.1)`` beside ``promp
 (outer-kl-limit=null)``; a key a config leaves out counts as its default), so
 that two configurations are never pooled into one figure; the seed and the
-iteration count do not split a group (a budget that differs is noted). Each run's score is its held-out mean return (and
+iteration count do not split a group (a budget that differs is noted). Runs
+that test.py evaluated otherwise (the record in results.npz, :mod:`maml_rl.results`)
+are grouped apart too, flagged, and not compared; stale results are flagged.
+Reading the run folders is :mod:`maml_rl.report_runs`'s. Each run's score is its held-out mean return (and
 success) after adaptation, from ``results.npz``, and its training curve the
 ``return_after`` of ``metrics.jsonl``. Across runs the aggregate is the IQM
 with a 95% stratified bootstrap confidence interval ("Deep Reinforcement
 Learning at the Edge of the Statistical Precipice", Agarwal et al., NeurIPS
-2021), computed by ``rliable`` (``pip install 'maml_rl[stats]'``), and, between
+2021), computed by ``rliable`` (``pip install -e ".[stats]"``), and, between
 two algorithms on the same env, rliable's probability of improvement.
 Files are read without unpickling (``allow_pickle=False``, JSON).
 """
@@ -20,34 +23,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from maml_rl.plotting import load_metrics
+from maml_rl.report_runs import ReportError, Run, load_run
+from maml_rl.results import SETTINGS
 
-__all__ = ["Run", "Summary", "ReportError", "load_run", "summarise", "compare", "curves", "format_report"]
-
-
-class ReportError(ValueError):
-    """A run folder cannot be reported: the message says which file and what to do."""
-
-
-@dataclass
-class Run:
-    """One training run and its evaluation."""
-
-    folder: Path
-    env: str
-    algorithm: str
-    seed: int | None
-    after: float  # held-out mean return after adaptation
-    before: float  # held-out mean return before adaptation (the first row of test.py's results)
-    success_after: float | None
-    env_steps: np.ndarray  # [iterations] cumulative env steps of training
-    curve: np.ndarray  # [iterations] return after adaptation on the training tasks
-    config: dict[str, Any] = field(default_factory=dict)  # config.json with the algorithm's defaults filled in
+__all__ = ["Run", "Summary", "ReportError", "comparison_problem", "load_run", "summarise", "compare", "curves",
+           "format_report"]
 
 
 @dataclass
@@ -66,72 +50,30 @@ class Summary:
     success_ci: tuple[float, float] | None = None
     notes: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)  # the keys that set this group apart from its algorithm's others
+    # The evaluation settings that set it apart (results.npz's record); None: its runs' results do not record them.
+    evaluated: dict[str, Any] | None = field(default_factory=dict)
 
     @property
     def label(self) -> str:
         """The algorithm, with the settings that tell it from other groups of the same algorithm."""
-        if not self.settings:
-            return self.algorithm
-        return f"{self.algorithm} ({', '.join(f'{k}={json.dumps(v)}' for k, v in self.settings.items())})"
+        parts = [f"{k}={json.dumps(v)}" for k, v in self.settings.items()]
+        if self.evaluated is None:
+            parts.append("evaluation not recorded")
+        elif self.evaluated:
+            parts.append("evaluated with " + ", ".join(f"{k}={json.dumps(v)}" for k, v in self.evaluated.items()))
+        return f"{self.algorithm} ({', '.join(parts)})" if parts else self.algorithm
 
 
 # Keys in which runs of one configuration differ: they do not split a group.
 RUN_KEYS = ("seed", "num-batches")
 
 
-def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with its algorithm's defaults for the keys it leaves out (older runs lack newer keys)."""
-    from maml_rl.config import config_keys
-
-    try:
-        keys = config_keys(str(config.get("algorithm", "maml-trpo")))
-    except KeyError:
-        return dict(config)
-    return {**{key: h.default_value() for key, h in keys.items() if not h.required}, **config}
-
-
 def _rliable():
     try:
         from rliable import library, metrics
     except ImportError as exc:
-        raise ImportError(f"reports need rliable ({exc}): pip install 'maml_rl[stats]'") from None
+        raise ImportError(f"reports need rliable ({exc}): pip install -e \".[stats]\"") from None
     return library, metrics
-
-
-def load_run(folder: str | Path, results: str = "results.npz") -> Run:
-    """Read one run folder: its config, its training curve and test.py's results.
-
-    :raises ReportError: a file is missing or unreadable (the message names it and the command that writes it).
-    """
-    folder = Path(folder)
-    config_path, metrics_path, results_path = folder / "config.json", folder / "metrics.jsonl", folder / results
-    for path, how in ((config_path, "train.py --output-folder"), (metrics_path, "train.py --output-folder"),
-                      (results_path, f"python test.py --config {config_path}")):
-        if not path.is_file():
-            raise ReportError(f"{folder}: no {path.name}; it is written by {how}")
-    try:
-        config = json.loads(config_path.read_text())
-        columns = load_metrics(metrics_path)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{folder}: config.json or metrics.jsonl is not valid JSON ({exc})") from None
-    except ValueError:
-        raise ReportError(f"{metrics_path}: no iteration logged yet") from None
-    try:
-        with np.load(results_path, allow_pickle=False) as data:
-            after = np.asarray(data["valid_returns"], dtype=float)
-            before = np.asarray(data["train_returns"], dtype=float)
-            success = np.asarray(data["valid_success"], dtype=float) if "valid_success" in data.files else None
-    except (OSError, ValueError, KeyError) as exc:
-        raise ReportError(f"{results_path}: not a results file of test.py ({exc}); rerun test.py") from None
-    if not (np.isfinite(after).all() and np.isfinite(before).all()):
-        raise ReportError(f"{results_path}: returns are not finite")
-    missing = {"return_after", "total_env_steps"} - set(columns)
-    if missing:
-        raise ReportError(f"{metrics_path}: rows lack {', '.join(sorted(missing))}")
-    curve, env_steps = columns["return_after"], columns["total_env_steps"]
-    return Run(folder, str(config["env-name"]), str(config.get("algorithm", "maml-trpo")), config.get("seed"),
-               float(after.mean()), float(before.mean()), None if success is None else float(success.mean()),
-               env_steps, curve, _with_defaults(config))
 
 
 def _estimates(library: Any, *args: Any, seed: int, **kwargs: Any) -> tuple[dict, dict]:
@@ -152,8 +94,14 @@ def _interval(scores: np.ndarray, reps: int, seed: int) -> tuple[float, tuple[fl
     return float(point["x"][0]), (float(ci["x"][0, 0]), float(ci["x"][1, 0]))
 
 
-def _groups(runs: Sequence[Run]) -> list[tuple[str, str, dict[str, Any], list[Run]]]:
-    """(env, algorithm, settings, runs): by env and algorithm, then by the settings in which those runs differ."""
+def _evaluation(run: Run) -> dict[str, Any] | None:
+    """The settings of the run's evaluation (results.npz's record), None when it has none."""
+    return None if run.evaluation is None else {key: run.evaluation["settings"].get(key) for key in SETTINGS}
+
+
+def _groups(runs: Sequence[Run]) -> list[tuple[str, str, dict[str, Any], dict[str, Any] | None, list[Run]]]:
+    """(env, algorithm, settings, evaluated, runs): by env and algorithm, then by the settings and the evaluation
+    settings in which those runs differ (runs whose results record no evaluation apart, when others do)."""
     by_algorithm: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
         by_algorithm.setdefault((run.env, run.algorithm), []).append(run)
@@ -161,42 +109,90 @@ def _groups(runs: Sequence[Run]) -> list[tuple[str, str, dict[str, Any], list[Ru
     for (env, algorithm), members in by_algorithm.items():
         keys = [key for key in dict.fromkeys(k for run in members for k in run.config) if key not in RUN_KEYS
                 and any(run.config.get(key) != members[0].config.get(key) for run in members)]
-        split: list[tuple[dict[str, Any], list[Run]]] = []
+        recorded = [_evaluation(run) for run in members if run.evaluation is not None]
+        eval_keys = [key for key in SETTINGS if any(e[key] != recorded[0][key] for e in recorded)]
+        mixed = 0 < len(recorded) < len(members)
+        split: list[tuple[tuple, dict[str, Any], dict[str, Any] | None, list[Run]]] = []
         for run in members:
             settings = {key: run.config.get(key) for key in keys}
-            same = next((group for group in split if group[0] == settings), None)
+            evaluation = _evaluation(run)
+            evaluated = {key: evaluation[key] for key in eval_keys} if evaluation is not None else \
+                (None if mixed else {})
+            signature = (json.dumps(settings, sort_keys=True), json.dumps(evaluated, sort_keys=True))
+            same = next((group for group in split if group[0] == signature), None)
             if same is None:
-                split.append((settings, [run]))
+                split.append((signature, settings, evaluated, [run]))
             else:
-                same[1].append(run)
-        out.extend((env, algorithm, settings, group) for settings, group in split)
+                same[3].append(run)
+        out.extend((env, algorithm, settings, evaluated, group) for _, settings, evaluated, group in split)
     return out
+
+
+def _run_notes(run: Run) -> list[str]:
+    """What the report must say about one run's recorded evaluation: stale, or of an unfinished run."""
+    if run.evaluation is None:
+        return []
+    name = f"seed {run.seed} ({run.folder})"
+    rerun = f"rerun python test.py --config {run.folder / 'config.json'}"
+    notes = []
+    if run.stale:
+        notes.append(f"STALE: {name}: results.npz no longer stands for the run's policy: {run.stale}; {rerun}")
+    policy = run.evaluation["policy"]
+    if policy.get("iteration") is not None and policy.get("num-batches") and \
+            policy["iteration"] < policy["num-batches"]:
+        notes.append(f"{name}: evaluated at iteration {policy['iteration']} of {policy['num-batches']}: "
+                     "its run was unfinished")
+    return notes
 
 
 def summarise(runs: Sequence[Run], reps: int = 50_000, seed: int = 0) -> list[Summary]:
     """One :class:`Summary` per (env, algorithm, distinguishing settings), in the order first seen."""
     _, metrics = _rliable()
     out = []
-    for env, algorithm, settings, members in _groups(runs):
+    for env, algorithm, settings, evaluated, members in _groups(runs):
         scores = np.array([run.after for run in members])
         iqm, ci = _interval(scores, reps, seed)
         summary = Summary(env, algorithm, members, iqm, ci, float(scores.mean()),
                           min(members, key=lambda run: run.after),
                           float(metrics.aggregate_iqm(np.array([[run.before] for run in members]))),
-                          settings=settings)
+                          settings=settings, evaluated=evaluated)
         successes = [run.success_after for run in members]
         if all(s is not None for s in successes):
             summary.success_iqm, summary.success_ci = _interval(np.array(successes), reps, seed)
-        # Episodes that end early make equal iterations differ by a few env steps: only a real gap is noted.
-        steps = [int(run.env_steps[-1]) for run in members]
+        if evaluated:
+            summary.notes.append(f"EVALUATED DIFFERENTLY from the other {algorithm} runs on {env} ("
+                                 + ", ".join(f"{k}={json.dumps(v)}" for k, v in evaluated.items())
+                                 + "): not pooled with them, and compared only with groups evaluated alike")
+        for run in members:
+            summary.notes.extend(_run_notes(run))
+        unrecorded = [run for run in members if run.evaluation is None]
+        if unrecorded:
+            summary.notes.append(
+                f"{len(unrecorded)} run(s) ({', '.join(str(run.folder) for run in unrecorded)}): results.npz does "
+                "not record how it was evaluated (an older test.py wrote it), so it cannot be checked against "
+                "the other runs' evaluation nor against the run's policy; rerun test.py on them")
+        # Budgets by configuration (the group's configs differ at most in num-batches) and iterations run:
+        # episodes that end early make the env steps of equal budgets differ, and say nothing.
+        budgets = sorted({json.dumps(run.config.get("num-batches")) for run in members})
         iterations = sorted({len(run.curve) for run in members})
-        if len(iterations) > 1 or max(steps) > 1.01 * min(steps):
-            summary.notes.append(f"the runs' budgets differ: {iterations} iterations, {sorted(steps)} env steps")
+        if len(budgets) > 1 or len(iterations) > 1:
+            steps = sorted(int(run.env_steps[-1]) for run in members)
+            summary.notes.append(f"the runs' budgets differ: num-batches {', '.join(budgets)}; iterations run "
+                                 f"{iterations} ({steps[0]} to {steps[-1]} env steps)")
         if len(members) < 4:
             summary.notes.append(f"{len(members)} runs: the IQM trims nothing below 4 runs (it is their mean), "
                                  "and the interval is a bootstrap over very few runs")
         out.append(summary)
     return out
+
+
+def comparison_problem(a: Summary, b: Summary) -> str | None:
+    """Why two groups' scores must not be compared (evaluated with other settings under one protocol), or None."""
+    ea, eb = (_evaluation(a.runs[0]), _evaluation(b.runs[0]))
+    if ea is None or eb is None or ea["protocol"] != eb["protocol"]:
+        return None  # unrecorded (noted per run), or two protocols such as RL²'s trials and gradient steps
+    differ = [f"{key} {json.dumps(ea[key])} vs {json.dumps(eb[key])}" for key in SETTINGS if ea[key] != eb[key]]
+    return f"evaluated with other settings ({', '.join(differ)})" if differ else None
 
 
 def compare(a: Summary, b: Summary, reps: int = 2_000, seed: int = 0) -> tuple[float, tuple[float, float]]:

@@ -12,11 +12,12 @@ from gymnasium import spaces
 from tqdm import tqdm
 
 from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.config import build_env
+from maml_rl.config import build_env, overridden_env_kwargs
 from maml_rl.metalearners import make_metalearner, make_policy
 from maml_rl.runs import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
+    METRICS_FILE,
     POLICY_FILE,
     MetricsLogger,
     atomic_save,
@@ -52,14 +53,15 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
 
     # Everything is checked before any work starts or any file is written.
     check_writable(output, "--output-folder", folder=True)
-    if resume and not (output / CONFIG_FILE).exists() and not (output / CHECKPOINT_FILE).exists():
-        print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
+    nothing_yet = not any((output / name).exists() for name in (CONFIG_FILE, CHECKPOINT_FILE, METRICS_FILE))
     config, has_checkpoint = resolve_run_config(
         output, config_path, list(overrides), default_config=default_config,
         seed=seed, resume=resume, overwrite=overwrite,
     )
+    if resume and nothing_yet:
+        print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
     device = resolve_device(device)
-    env = build_env(config)
+    env = build_env(config, overridden_env_kwargs(overrides))
 
     prepare_output_folder(output, fresh=not has_checkpoint)
     atomic_write_json(config, output / CONFIG_FILE)
@@ -77,15 +79,32 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
         if sampler.backend == "ray":
             print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
         start, counters = 0, {"total_env_steps": 0}
+        # They watch the logged metrics; the checkpoint keeps their state, so a lost metrics.jsonl does not
+        # change what they compute.
+        decline, stall = DeclineMonitor(), StallMonitor()
+        monitors = {"decline": decline, "stall": stall}
+        restored = False
         if has_checkpoint:
-            start, counters = load_checkpoint(output / CHECKPOINT_FILE, config=config, policy=policy,
-                                              baseline=baseline, sampler=sampler, metalearner=metalearner)
+            start, counters, restored = load_checkpoint(
+                output / CHECKPOINT_FILE, config=config, policy=policy, baseline=baseline, sampler=sampler,
+                metalearner=metalearner, monitors=monitors)
         num_batches = config["num-batches"]
+        if start >= num_batches:
+            print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do",
+                  file=sys.stderr)
+            return output
+        if start:
+            print(f"{output}: resuming at iteration {start} of {num_batches}", file=sys.stderr)
         progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
         with MetricsLogger(output, start_iteration=start) as logger, progress:
-            decline = DeclineMonitor.replay(row["return_after"] for row in logger.history if "return_after" in row)
-            stall = StallMonitor.replay(logger.history)
+            missing = sorted(set(range(start)) - {row.get("iteration") for row in logger.history})
+            if missing:
+                progress.write(_missing_rows_warning(missing, restored), file=sys.stderr)
+            if start and not restored:  # a checkpoint written before the monitors' state was saved
+                decline = DeclineMonitor.replay(row["return_after"] for row in logger.history if "return_after" in row)
+                stall = StallMonitor.replay(logger.history)
+                monitors = {"decline": decline, "stall": stall}
             for iteration in progress:
                 # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
                 start_time = time.perf_counter()
@@ -135,8 +154,20 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                 atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
                             output / POLICY_FILE)
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
-                                baseline=baseline, sampler=sampler, counters=counters, metalearner=metalearner)
-
-    if start >= num_batches:
-        print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do", file=sys.stderr)
+                                baseline=baseline, sampler=sampler, counters=counters, metalearner=metalearner,
+                                monitors=monitors)
     return output
+
+
+def _missing_rows_warning(missing: list[int], restored: bool) -> str:
+    """A resumed run whose metrics.jsonl lost rows that its checkpoint had already passed."""
+    span = f"{missing[0]}" if len(missing) == 1 else f"{missing[0]}-{missing[-1]}"
+    if len(missing) != missing[-1] - missing[0] + 1:
+        span = ", ".join(map(str, missing))
+    windowed = ("return_after_mean10 and gain_lost go on exactly from the state saved in the checkpoint"
+                if restored else
+                "the checkpoint predates the saved state of return_after_mean10 and gain_lost, so they are "
+                "computed over the rows that remain and differ from an uninterrupted run's")
+    return (f"warning: {METRICS_FILE} has no row for iteration(s) {span}, which the checkpoint has passed: they "
+            f"are lost and cannot be recomputed, so the training curve has a gap there. The run itself continues "
+            f"exactly; {windowed}")

@@ -39,6 +39,8 @@ SLOW = {
     "test_ctrl_c_while_workers_start_ends_them_at_once",
     "test_command_line",
     "test_command_line_config_error",
+    "test_ctrl_c_prints_the_command_that_continues_the_run",
+    "test_ctrl_c_while_importing_exits_quietly",
     # many rollouts in a row
     "test_partial_mode_survives_many_calls_in_a_row",
     "test_many_calls_leak_no_fds_or_processes",

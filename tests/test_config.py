@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 import maml_rl.envs
 from maml_rl.config import (
@@ -17,6 +18,7 @@ from maml_rl.config import (
     config_keys,
     load_config,
     markdown_reference,
+    overridden_env_kwargs,
     parse_override,
     read_config_file,
     validate_config,
@@ -205,8 +207,36 @@ def test_overrides():
 
 def test_env_kwargs_rejected_by_the_env():
     config = validate_config({**MINIMAL, "env-kwargs": {"speed": 3}})
-    with pytest.raises(ConfigError, match="env-kwargs: 2DNavigation-v0 cannot be built"):
+    with pytest.raises(ConfigError) as info:
         build_env(config)
+    assert str(info.value) == ("env-kwargs: 2DNavigation-v0 takes no argument 'speed'; it takes: low, high, "
+                               "normalization_scale, max_episode_steps")
+    config = validate_config({**MINIMAL, "env-kwargs": {"low": 1.0, "high": 0.0}})
+    with pytest.raises(ConfigError, match="env-kwargs: 2DNavigation-v0 cannot be built with"):
+        build_env(config)
+
+
+def test_set_errors_name_set_as_their_source(tmp_path):
+    """A typo in --set was blamed on the YAML file, and a misspelt env-kwargs.NAME printed the kwargs twice with
+    no did-you-mean."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**MINIMAL, "fast-lr": -1}))
+    with pytest.raises(ConfigError) as info:
+        load_config(path, [("fast-btch-size", 5), ("fast-lr", 0.1)])
+    message = str(info.value)
+    assert message.startswith(f"invalid --set option (applied to {path}):\n"
+                              "  - --set fast-btch-size: unknown key 'fast-btch-size' (did you mean 'fast-batch-size'?)")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, [("gamma", 2)])
+    assert str(info.value).splitlines()[:3] == [
+        f"invalid configuration in {path} and its --set options:",
+        "  - --set gamma: got 2 (int), expected a number in [0, 1]", "  - fast-lr: got -1 (int), expected a number > 0"]
+    config = validate_config({**MINIMAL, "env-kwargs": {"max_episode_step": 20}})
+    with pytest.raises(ConfigError) as info:
+        build_env(config, overridden_env_kwargs([("env-kwargs.max_episode_step", 20)]))
+    assert str(info.value) == ("--set env-kwargs.max_episode_step: 2DNavigation-v0 takes no argument "
+                               "'max_episode_step' (did you mean 'max_episode_steps'?); it takes: low, high, "
+                               "normalization_scale, max_episode_steps")
 
 
 def test_non_meta_env_is_rejected():

@@ -36,7 +36,7 @@ def test_results_shapes_and_keys(run_folder, tmp_path, capsys):
     returned = run_eval(run_folder, "--output", str(output), "--meta-batch-size", "3", "--num-batches", "2",
                         "--num-steps", "2")
     with np.load(output, allow_pickle=True) as results:
-        assert set(results.files) == {"tasks", "train_returns", "valid_returns", "returns_per_step"}
+        assert set(results.files) == {"tasks", "train_returns", "valid_returns", "returns_per_step", "evaluation"}
         tasks = results["tasks"]
         assert tasks.shape == (6,) and tasks.dtype == object
         assert all(isinstance(task, dict) and task["goal"].shape == (2,) for task in tasks)
@@ -90,8 +90,22 @@ def test_policy_that_does_not_fit(run_folder, tmp_path):
     with pytest.raises(ConfigError, match="does not fit"):
         evaluate.main(["--config", str(tmp_path / "config.json"), "--policy", str(tmp_path / "alone" / "policy.th"),
                        "--num-workers", "0"])
-    with pytest.raises(ConfigError, match="no such file"):
-        evaluate.main(["--config", str(tmp_path / "config.json"), "--num-workers", "0"])
+    with pytest.raises(ConfigError, match="--policy .*nothing.th: no such file"):
+        evaluate.main(["--config", str(tmp_path / "config.json"), "--num-workers", "0",
+                       "--policy", str(tmp_path / "nothing.th")])
+
+
+def test_a_config_without_a_policy_says_to_train_first(tmp_path):
+    """`test.py --config configs/maml/2d-navigation.yaml` said '--policy configs/maml/policy.th: no such file'
+    though no --policy was given."""
+    config = tmp_path / "small.yaml"
+    config.write_text(yaml.safe_dump(SMALL))
+    with pytest.raises(ConfigError) as info:
+        evaluate.main(["--config", str(config), "--num-workers", "0"])
+    message = str(info.value)
+    assert message.startswith(f"no policy to evaluate: there is no policy.th beside {config}")
+    assert f"python train.py --config {config}" in message and "--policy" in message
+    assert "no such file" not in message
 
 
 def test_plot(run_folder, tmp_path):
@@ -175,3 +189,54 @@ def test_all_tasks_needs_an_env_that_lists_them(run_folder):
 def test_policy_file_is_a_state_dict(run_folder):
     state = torch.load(run_folder / "policy.th", weights_only=True)
     assert all(isinstance(value, torch.Tensor) for value in state.values())
+
+
+def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys):
+    """results.npz did not say how it was evaluated, so report.py pooled other evaluations."""
+    import hashlib
+
+    output = tmp_path / "results.npz"
+    run_eval(run_folder, "--output", str(output), "--meta-batch-size", "2", "--num-batches", "2", "--num-steps", "2",
+             "--eval-actions", "mean", "--seed", "11")
+    with np.load(output, allow_pickle=False) as results:
+        record = json.loads(str(results["evaluation"]))
+    assert record["policy"] == {
+        "file": str((run_folder / "policy.th").resolve()),
+        "sha256": hashlib.sha256((run_folder / "policy.th").read_bytes()).hexdigest(),
+        "iteration": 1, "num-batches": 1}
+    assert record["settings"] == {
+        "protocol": "gradient-steps", "num-steps": 2, "fast-lr": SMALL["fast-lr"], "fast-batch-size": 4,
+        "eval-actions": "mean", "split": None, "all-tasks": False, "episodes-per-trial": None,
+        "evaluation-episodes": None, "meta-batch-size": 2, "num-batches": 2}
+    assert record["seed"] == 11 and record["tasks"] == 4
+    assert record["config"] == str((run_folder / "config.json").resolve())
+    # The header names the tasks once ("on 4 new tasks (4, seed 11)" repeated the count).
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "policy.th (iteration 1 of 1) on 4 new tasks (seed 11), 4 episodes per task per step" in header
+
+
+def test_an_unfinished_run_is_said_to_be(tmp_path, capsys, monkeypatch):
+    """test.py evaluated the policy of a run stopped at iteration 1 of 3 without saying so."""
+    from maml_rl.metalearners import maml_trpo
+
+    config = tmp_path / "small.yaml"
+    config.write_text(yaml.safe_dump({**SMALL, "num-batches": 3}))
+    original_step = maml_trpo.MAMLTRPO.step
+    calls = []
+
+    def step_then_stop(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", step_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0"])
+    monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", original_step)
+    capsys.readouterr()
+    for policy in ("policy.th", "checkpoint.pt"):
+        run_eval(tmp_path / "run", "--policy", str(tmp_path / "run" / policy), "--meta-batch-size", "1")
+        captured = capsys.readouterr()
+        assert f"note: {tmp_path / 'run' / policy} is from iteration 1 of 3: its run is not finished" in captured.err
+        assert f"{policy} (iteration 1 of 3: the run is unfinished) on 1 new task (seed" in captured.out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ else:
 
 from maml_rl.config import ConfigError
 from maml_rl.reports import Run, compare, curves, summarise
+from maml_rl.results import SETTINGS
 
 from conftest import write_small_config
 from scripts import evaluate as test_script
@@ -28,8 +30,10 @@ report = load_script("report")
 
 def fake_run(score, algorithm="a", seed=0, before=0.0, steps=100, curve=None):
     curve = np.array(curve if curve is not None else [score - 1.0, score])
+    evaluation = {"policy": {"file": "policy.th", "sha256": "", "iteration": None, "num-batches": None},
+                  "settings": dict.fromkeys(SETTINGS)}
     return Run(Path(f"/runs/{algorithm}-{seed}"), "Env-v0", algorithm, seed, float(score), before, None,
-               np.linspace(steps / len(curve), steps, len(curve)), curve)
+               np.linspace(steps / len(curve), steps, len(curve)), curve, evaluation=evaluation)
 
 
 def test_iqm_and_interval_by_hand():
@@ -59,8 +63,20 @@ def test_degenerate_groups():
     assert any("1 runs" in note for note in one.notes)
     (same,) = summarise([fake_run(2.0, seed=s) for s in range(5)], reps=200)
     assert same.ci == (2.0, 2.0) and same.notes == []
-    (mixed,) = summarise([fake_run(1.0, seed=1, steps=100), fake_run(2.0, seed=2, steps=200)], reps=200)
-    assert any("budgets differ" in note for note in mixed.notes)
+    (mixed,) = summarise([fake_run(1.0, seed=1, curve=[0, 1]), fake_run(2.0, seed=2, curve=[0, 1, 2])], reps=200)
+    assert any("budgets differ" in note and "iterations run [2, 3]" in note for note in mixed.notes)
+
+
+def test_equal_budgets_whose_episodes_end_early_are_not_called_different():
+    """'the runs' budgets differ' fired for identical configs whose episodes end early (env steps 2% apart)."""
+    runs = [fake_run(1.0, seed=s, steps=steps) for s, steps in enumerate([10_000, 10_150, 10_210, 9_990])]
+    for run in runs:
+        run.config = {"num-batches": 2}
+    (summary,) = summarise(runs, reps=200)
+    assert not any("budgets" in note for note in summary.notes)
+    runs[0].config = {"num-batches": 3}
+    (summary,) = summarise(runs, reps=200)
+    assert any("budgets differ: num-batches 2, 3" in note for note in summary.notes)
 
 
 def test_probability_of_improvement_at_its_extremes():
@@ -73,7 +89,7 @@ def test_probability_of_improvement_at_its_extremes():
 
 
 def test_runs_of_one_algorithm_with_other_settings_are_not_pooled():
-    from maml_rl.reports import _with_defaults
+    from maml_rl.report_runs import with_defaults as _with_defaults
 
     def run(score, seed, **config):
         r = fake_run(score, "promp", seed)
@@ -165,3 +181,110 @@ def test_misuse_is_refused_with_what_to_do(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.parse_args(["--seeds", "2", "2"])
     assert "each seed once" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory):
+    """Two seeds of one config, one iteration each, evaluated by test.py (copy before changing them)."""
+    folder = tmp_path_factory.mktemp("seeds")
+    config = write_small_config(folder, **{"num-batches": 1})
+    train.main(["--config", str(config), "--output-folder", str(folder / "nav"), "--num-workers", "0",
+                "--seeds", "1", "2"])
+    for seed in (1, 2):
+        evaluate(folder / "nav" / f"seed-{seed}")
+    return folder / "nav"
+
+
+def evaluate(run, *extra):
+    test_script.main(["--config", str(run / "config.json"), "--meta-batch-size", "2", "--num-workers", "0", *extra])
+
+
+def copy(seeds, tmp_path):
+    shutil.copytree(seeds, tmp_path / "nav")
+    return tmp_path / "nav"
+
+
+def test_a_run_reached_twice_counts_once_and_a_copy_is_refused(seeds, tmp_path, capsys):
+    """A parent folder with one of its seed folders, a symbolic link, a copied seed folder: each counted twice."""
+    nav = copy(seeds, tmp_path)
+    (tmp_path / "link").symlink_to(nav / "seed-1")
+    figures = report.main([str(nav), str(nav / "seed-1"), str(tmp_path / "link"), "--reps", "200"])
+    (group,) = figures["groups"]
+    assert group["seeds"] == [1, 2]
+    err = capsys.readouterr().err
+    assert f"note: {nav / 'seed-1'} is the run {nav / 'seed-1'} reached again: counted once" in err
+    assert f"note: {tmp_path / 'link'} is the run {nav / 'seed-1'} reached again: counted once" in err
+    shutil.copytree(nav / "seed-1", tmp_path / "elsewhere" / "seed-1")
+    with pytest.raises(ConfigError) as info:
+        report.main([str(nav), str(tmp_path / "elsewhere"), "--reps", "200"])
+    assert f"{nav / 'seed-1'} and {tmp_path / 'elsewhere' / 'seed-1'} hold the same run" in str(info.value)
+
+
+def test_runs_evaluated_otherwise_are_not_pooled(seeds, tmp_path):
+    """One seed evaluated with --num-steps 2 was pooled with seeds evaluated after 1 step."""
+    nav = copy(seeds, tmp_path)
+    evaluate(nav / "seed-2", "--num-steps", "2")
+    figures = report.main([str(nav), "--reps", "200"])
+    one, two = figures["groups"]
+    assert (one["seeds"], two["seeds"]) == ([1], [2])
+    assert one["evaluated"] == {"num-steps": 1} and two["evaluated"] == {"num-steps": 2}
+    assert two["label"] == "maml-trpo (evaluated with num-steps=2)"
+    assert any(note.startswith("EVALUATED DIFFERENTLY") for note in two["notes"])
+    assert figures["comparisons"] == []
+    assert figures["not_compared"] == [
+        "2DNavigation-v0: maml-trpo (evaluated with num-steps=1) and maml-trpo (evaluated with num-steps=2) not "
+        "compared: evaluated with other settings (num-steps 1 vs 2)"]
+
+
+def test_results_older_than_the_policy_are_flagged(seeds, tmp_path):
+    """A results.npz of a run that trained on after test.py was reported as the run's score."""
+    nav = copy(seeds, tmp_path)
+    assert not any("STALE" in note for note in report.main([str(nav), "--reps", "200"])["groups"][0]["notes"])
+    train.main(["--output-folder", str(nav / "seed-1"), "--resume", "--num-batches", "2", "--num-workers", "0"])
+    notes = report.main([str(nav), "--reps", "200"])["groups"][0]["notes"]
+    assert [note for note in notes if "STALE" in note] == [
+        f"STALE: seed 1 ({nav / 'seed-1'}): results.npz no longer stands for the run's policy: it evaluated "
+        "policy.th at iteration 1, which has changed since (the run trained on, or the file was replaced); rerun "
+        f"python test.py --config {nav / 'seed-1' / 'config.json'}"]
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("empty returns", "results.npz: holds no returns (valid_returns or train_returns is empty); rerun python test.py"),
+    ("NaN returns", "results.npz: holds returns that are not finite (NaN or infinite); rerun python test.py"),
+    ("truncated results", "results.npz: damaged or cut short, not the archive test.py writes"),
+    ("config without env-name", "config.json: has no env-name, so it is not the config.json of a training run; "
+                                "restore the run's config.json"),
+    ("config a list", "config.json: holds a JSON list, not a configuration"),
+    ("rows not objects", "metrics.jsonl: its lines are not JSON objects"),
+])
+def test_damaged_files_are_named_with_what_to_do(seeds, tmp_path, damage, message):
+    """An empty valid_returns gave IQM NaN and exit 0; a truncated results.npz a BadZipFile and a config.json
+    without env-name a KeyError, as tracebacks."""
+    run = copy(seeds, tmp_path) / "seed-1"
+    results = run / "results.npz"
+    if damage == "empty returns":
+        np.savez(results, valid_returns=np.zeros((0, 4)), train_returns=np.zeros((0, 4)))
+    elif damage == "NaN returns":
+        np.savez(results, valid_returns=np.full((2, 4), np.nan), train_returns=np.zeros((2, 4)))
+    elif damage == "truncated results":
+        results.write_bytes(results.read_bytes()[:200])
+    elif damage == "config without env-name":
+        config = json.loads((run / "config.json").read_text())
+        del config["env-name"]
+        (run / "config.json").write_text(json.dumps(config))
+    elif damage == "config a list":
+        (run / "config.json").write_text("[1, 2]")
+    else:
+        (run / "metrics.jsonl").write_text("[1, 2]\n")
+    with pytest.raises(ConfigError) as info:
+        report.main([str(run), "--reps", "200"])
+    assert str(info.value).startswith(str(run / message.split(":")[0]) + ":" + message.split(":", 1)[1])
+
+
+def test_one_install_hint_for_the_stats_extra():
+    """report.py's extra had two install hints: pip install 'maml_rl[stats]' and pip install -e ".[stats]"."""
+    root = Path(__file__).resolve().parents[1]
+    texts = [path.read_text() for path in [root / "README.md", root / "report.py", *root.glob("docs/*.md"),
+                                            *root.glob("maml_rl/**/*.py")]]
+    assert not any("maml_rl[" in text for text in texts)
+    assert any('pip install -e ".[stats]"' in text for text in texts)

@@ -71,20 +71,24 @@ def test_malicious_checkpoint_is_refused_without_running_it(reference, tmp_path)
     assert marker.exists()
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage", "zeros", "few-zeros"])
 def test_damaged_checkpoint_is_named_with_what_to_do(reference, tmp_path, damage):
+    """A zero-filled checkpoint was refused as one that 'asks to run code or build objects'."""
     folder = tmp_path / "run"
     shutil.copytree(reference, folder)
     data = (reference / "checkpoint.pt").read_bytes()
     (folder / "checkpoint.pt").write_bytes({"empty": b"", "truncated": data[: len(data) // 2],
-                                            "garbage": os.urandom(4096)}[damage])
+                                            "garbage": os.urandom(4096), "zeros": bytes(len(data)),
+                                            "few-zeros": bytes(100)}[damage])
     with pytest.raises(ConfigError) as info:
         run(write_config(tmp_path), folder, "--resume", "--num-batches", "4")
     message = str(info.value)
     assert str(folder / "checkpoint.pt") in message
-    assert "damaged" in message and "--overwrite" in message
-    if damage == "empty":
-        assert "the file is empty" in message
+    assert "is damaged or not a file torch.save wrote" in message and "--overwrite" in message
+    assert "refused" not in message and "run code" not in message
+    expected = {"empty": "the file is empty", "truncated": "a zip archive cut short",
+                "zeros": f"its {len(data)} bytes are all zero", "few-zeros": "its 100 bytes are all zero"}
+    assert expected.get(damage, "") in message
 
 
 def test_checkpoint_without_config_json_resumes_exactly(reference, tmp_path):
@@ -191,5 +195,44 @@ def test_evaluation_accepts_a_checkpoint_as_policy(reference, tmp_path):
         evaluate.main([*args, "--policy", str(not_a_policy), "--output", str(tmp_path / "c.npz")])
     plain_pickle = tmp_path / "pickle.th"
     plain_pickle.write_bytes(pickle.dumps([1, 2, 3]))
-    with pytest.raises(ConfigError, match="was refused.*Give --policy the policy.th or checkpoint.pt"):
+    with pytest.raises(ConfigError, match="not a file torch.save wrote.*Give --policy the policy.th or checkpoint.pt"):
         evaluate.main([*args, "--policy", str(plain_pickle), "--output", str(tmp_path / "c.npz")])
+
+
+def test_resume_refuses_a_folder_that_lost_its_checkpoint(reference, tmp_path):
+    """Resumed, a folder with config.json, policy.th and metrics rows but no checkpoint.pt started again from
+    iteration 0 and truncated metrics.jsonl at once."""
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
+    (folder / "checkpoint.pt").unlink()
+    held = {name: (folder / name).read_bytes() for name in ("config.json", "policy.th", "metrics.jsonl")}
+    for extra in (("--resume",), ()):
+        with pytest.raises(ConfigError) as info:
+            run(write_config(tmp_path), folder, *extra, "--num-batches", "3")
+        message = str(info.value)
+        assert f"{folder} holds a training run but no checkpoint.pt" in message
+        assert "2 logged iteration(s) in metrics.jsonl (up to iteration 1), config.json, policy.th" in message
+        assert "Restore checkpoint.pt from a copy" in message and "--overwrite" in message
+        assert {name: (folder / name).read_bytes() for name in held} == held
+    # Asked for, starting over is allowed (and is the uninterrupted run).
+    run(write_config(tmp_path), folder, "--overwrite", "--seed", "7", "--num-batches", "3")
+    assert_same_policy(load_policy(folder), load_policy(reference))
+
+
+def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp_path, capsys):
+    """return_after_mean10 and gain_lost were recomputed over what was left of metrics.jsonl (-12.25 against
+    -18.04 uninterrupted): the checkpoint now keeps the monitors' state."""
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
+    (folder / "metrics.jsonl").unlink()
+    capsys.readouterr()
+    run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    err = capsys.readouterr().err
+    assert "resuming at iteration 2 of 3" in err
+    assert "metrics.jsonl has no row for iteration(s) 0-1" in err and "continues exactly" in err
+    (row,) = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    uninterrupted = json.loads((reference / "metrics.jsonl").read_text().splitlines()[2])
+    assert row["iteration"] == 2
+    for key in ("return_after_mean10", "gain_lost", "return_after"):
+        assert row[key] == uninterrupted[key], key
+    assert_same_policy(load_policy(folder), load_policy(reference))

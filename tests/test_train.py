@@ -1,8 +1,10 @@
 """train.py: output files, metrics, exact resume, fail-fast errors and the command line."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -174,7 +176,7 @@ def test_two_inner_steps(tmp_path):
         ({"fast-lr": "0.1"}, "fast-lr: got '0.1' (str), expected a number > 0"),
         ({"fast-batch-size": -4}, "fast-batch-size: got -4 (int), expected an integer >= 1"),
         ({"env-name": "HalfCheetahVel-v4"}, "HalfCheetahVel-v5"),
-        ({"env-kwargs": {"goal_radius": 1}}, "env-kwargs: 2DNavigation-v0 cannot be built"),
+        ({"env-kwargs": {"goal_radius": 1}}, "env-kwargs: 2DNavigation-v0 takes no argument 'goal_radius'"),
     ],
 )
 def test_config_errors_stop_before_any_work(tmp_path, changes, message):
@@ -249,3 +251,58 @@ def test_tensorboard_only_when_installed(reference_run):
         assert not (reference_run / "tensorboard").exists()
     else:
         assert list((reference_run / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_a_finished_run_says_nothing_to_do_without_a_bar(reference_run, tmp_path, capsys):
+    """A finished run showed a spurious `100% 2/2` bar before 'nothing to do'."""
+    folder = tmp_path / "run"
+    run(write_small_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
+    capsys.readouterr()
+    run(write_small_config(tmp_path), folder, "--resume", "--num-batches", "2")
+    err = capsys.readouterr().err
+    assert err.strip() == f"{folder}: the run already has 2 of 2 iterations; nothing to do"
+
+
+def test_the_command_to_continue_is_the_one_that_started_the_run_with_resume():
+    """The stop message said '(same --output-folder)' even when none was given."""
+    assert train.continue_command(["--config", "c.yaml", "--set", "fast-lr=0.2", "--ov", "--seed", "3"]) == \
+        "python train.py --config c.yaml --set fast-lr=0.2 --seed 3 --output-folder runs/c --resume"
+    assert train.continue_command(["--output-folder", "my runs/x", "--resume", "--seeds", "1", "2"], "t/train.py") == \
+        "python t/train.py --output-folder 'my runs/x' --resume --seeds 1 2"
+
+
+def start(tmp_path, *args):
+    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *map(str, args)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_ctrl_c_prints_the_command_that_continues_the_run(tmp_path):
+    config = write_small_config(tmp_path, **{"num-batches": 1000})
+    process = start(tmp_path, "--config", config, "--num-workers", "0", "--seed", "7")
+    metrics = tmp_path / "runs" / "small" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and metrics.read_text().strip()):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    command = (f"python {ROOT / 'train.py'} --config {config} --num-workers 0 --seed 7 "
+               "--output-folder runs/small --resume")
+    assert err.rstrip().endswith(f"interrupted: continue with --resume:\n  {command}"), err
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_while_importing_exits_quietly(tmp_path):
+    """Ctrl-C in train.py's first second (its imports) printed a 30-line KeyboardInterrupt traceback."""
+    process = start(tmp_path, "--num-batches", "1")
+    deadline = time.monotonic() + 60
+    # Once torch's library is mapped the script is inside its imports, well before main() runs.
+    while "libtorch" not in Path(f"/proc/{process.pid}/maps").read_text():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.strip() == "interrupted while train.py was starting; nothing was done", err
+    assert not (tmp_path / "runs").exists()

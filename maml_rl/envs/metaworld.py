@@ -49,8 +49,7 @@ try:
     import mujoco
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError(
-        f"Meta-World is not installed ({exc}): pip install -e '.[metaworld]' "
-        "(or pip install 'maml_rl[metaworld]'); see docs/environments.md#meta-world"
+        f"Meta-World is not installed ({exc}): pip install -e \".[metaworld]\"; see docs/environments.md#meta-world"
     ) from exc
 
 __all__ = ["BENCHMARKS", "REWARD_VERSIONS", "MetaWorldEnv", "benchmark_tasks"]

@@ -14,7 +14,14 @@
 * :mod:`~maml_rl.runs.device`: :func:`resolve_device`.
 """
 
-from maml_rl.runs.checkpoints import RESUMABLE_CHANGES, load_checkpoint, read_checkpoint, safe_load, save_checkpoint
+from maml_rl.runs.checkpoints import (
+    RESUMABLE_CHANGES,
+    Resumed,
+    load_checkpoint,
+    read_checkpoint,
+    safe_load,
+    save_checkpoint,
+)
 from maml_rl.runs.device import resolve_device
 from maml_rl.runs.files import (
     CHECKPOINT_FILE,
@@ -32,6 +39,7 @@ from maml_rl.runs.metrics import (
     MetricsLogger,
     carries_success,
     episode_stats,
+    logged_rows,
     mean_returns,
     success_rates,
     trial_stats,
@@ -44,6 +52,7 @@ __all__ = [
     "METRICS_FILE",
     "POLICY_FILE",
     "RESUMABLE_CHANGES",
+    "Resumed",
     "TENSORBOARD_DIR",
     "MetricsLogger",
     "atomic_save",
@@ -54,6 +63,7 @@ __all__ = [
     "episode_stats",
     "trial_stats",
     "load_checkpoint",
+    "logged_rows",
     "mean_returns",
     "prepare_output_folder",
     "read_checkpoint",

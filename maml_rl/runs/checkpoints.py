@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pickle
 import random
+import zipfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import torch
@@ -17,7 +18,7 @@ import torch
 from maml_rl.config import ConfigError, config_diff, validate_config
 from maml_rl.runs.files import atomic_save
 
-__all__ = ["RESUMABLE_CHANGES", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
+__all__ = ["RESUMABLE_CHANGES", "Resumed", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
 
 CHECKPOINT_VERSION = 1
 
@@ -58,11 +59,14 @@ def save_checkpoint(
     sampler: Any,
     counters: Mapping[str, Any],
     metalearner: Any = None,
+    monitors: Mapping[str, Any] | None = None,
 ) -> None:
     """Write, atomically, everything a resumed run needs to continue exactly.
 
     :param iteration: number of completed iterations (the next one to run).
     :param counters: running totals to carry over (e.g. the number of env steps).
+    :param monitors: objects with a ``state_dict()`` that watch the logged metrics (the decline and stall
+        monitors), by name: saved so that their metrics go on exactly even if ``metrics.jsonl`` loses rows.
     """
     atomic_save(
         {
@@ -76,6 +80,7 @@ def save_checkpoint(
             "counters": dict(counters),
             # A meta-learner with state of its own (RL²-PPO's optimiser).
             **({"metalearner": metalearner.state_dict()} if hasattr(metalearner, "state_dict") else {}),
+            "monitors": {name: monitor.state_dict() for name, monitor in (monitors or {}).items()},
         },
         path,
     )
@@ -106,19 +111,37 @@ def safe_load(path: str | Path, remedy: str) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"{path} does not exist") from None
     except pickle.UnpicklingError as exc:
-        if "Weights only load failed" in str(exc):
-            unsupported = next((line.strip() for line in str(exc).splitlines() if "Unsupported" in line), "")
+        # Only a request for a global (a function to call, a class to build) is a refusal; an unknown
+        # opcode ("Unsupported operand 0") is bytes that are no pickle at all: a damaged file.
+        if "Weights only load failed" in str(exc) and "GLOBAL" in str(exc):
+            unsupported = next((line.strip() for line in str(exc).splitlines() if "GLOBAL" in line), "")
             raise ConfigError(
                 f"{path} was refused: it asks to run code or build objects that maml_rl's files never hold "
-                f"({unsupported or 'see torch.load weights_only'}), so it was not written by maml_rl or was "
-                f"altered; nothing in it was run. {remedy}"
+                f"({unsupported}), so it was not written by maml_rl or was altered; nothing in it was run. {remedy}"
             ) from None
-        raise ConfigError(f"{path} is damaged ({type(exc).__name__}: {exc}). {remedy}") from None
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(path, exc)}). "
+                          f"{remedy}") from None
     except Exception as exc:  # torch reports truncation, garbage and empty files in many ways
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if path.stat().st_size == 0:
-            detail = "the file is empty"
-        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({detail}). {remedy}") from None
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(path, exc)}). "
+                          f"{remedy}") from None
+
+
+def _damage(path: Path, exc: Exception) -> str:
+    """What is wrong with a file torch.load could not read, as plainly as the bytes tell."""
+    size = path.stat().st_size
+    if size == 0:
+        return "the file is empty"
+    with open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(0)
+        if all(not chunk.strip(b"\0") for chunk in iter(lambda: f.read(1 << 20), b"")):
+            return f"its {size} bytes are all zero"
+    if not zipfile.is_zipfile(path):
+        if head == b"PK\x03\x04":
+            return "a zip archive cut short or damaged, e.g. by a copy or a disk that filled up"
+        return "it is not the zip archive that torch.save writes"
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -139,6 +162,14 @@ def read_checkpoint(path: str | Path) -> dict:
     return state
 
 
+class Resumed(NamedTuple):
+    """What :func:`load_checkpoint` gives back besides the restored objects."""
+
+    iteration: int  # completed iterations: the next one to run
+    counters: dict
+    monitors_restored: bool  # False for a checkpoint written before the monitors' state was saved
+
+
 def load_checkpoint(
     path: str | Path,
     *,
@@ -147,12 +178,13 @@ def load_checkpoint(
     baseline: torch.nn.Module,
     sampler: Any,
     metalearner: Any = None,
-) -> tuple[int, dict]:
+    monitors: Mapping[str, Any] | None = None,
+) -> Resumed:
     """Restore the state saved by :func:`save_checkpoint` into the given objects.
 
     Restores the random generators too, so call it last, just before the loop.
 
-    :return: the number of completed iterations and the saved counters.
+    :param monitors: objects with a ``load_state_dict()``, by the names given to :func:`save_checkpoint`.
     :raises ConfigError: the checkpoint belongs to another configuration.
     """
     state = read_checkpoint(path)
@@ -169,5 +201,10 @@ def load_checkpoint(
             raise ConfigError(f"{path} holds no state of the meta-learner {type(metalearner).__name__}; "
                               "start the run again with --overwrite")
         metalearner.load_state_dict(state["metalearner"])
+    saved_monitors = state.get("monitors", {})
+    restored = bool(monitors) and all(name in saved_monitors for name in monitors)
+    if restored:
+        for name, monitor in monitors.items():
+            monitor.load_state_dict(saved_monitors[name])
     _set_rng_state(state["rng"])
-    return int(state["iteration"]), dict(state["counters"])
+    return Resumed(int(state["iteration"]), dict(state["counters"]), restored)

@@ -50,6 +50,19 @@ class DeclineMonitor:
             monitor.update(value)
         return monitor
 
+    def state_dict(self) -> dict:
+        """Everything :meth:`update` depends on, for a checkpoint: a resumed run goes on exactly even when
+        ``metrics.jsonl``, which :meth:`replay` reads, has lost rows."""
+        return {"window": self.window, "alert": self.alert, "z": self.z, "values": list(self.values),
+                "first": self.first, "best": self.best, "best_window": list(self.best_window),
+                "best_iteration": self.best_iteration, "alerted": self.alerted}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.window, self.alert, self.z = state["window"], state["alert"], state["z"]
+        self.values, self.best_window = list(state["values"]), list(state["best_window"])
+        self.first, self.best, self.best_iteration = state["first"], state["best"], state["best_iteration"]
+        self.alerted = state["alerted"]
+
     def update(self, value: float) -> tuple[dict[str, float], str | None]:
         """Add one iteration's return; the metrics to log, and a warning when the run has just lost ``alert``."""
         self.values.append(float(value))

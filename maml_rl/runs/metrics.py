@@ -12,7 +12,7 @@ import torch
 
 from maml_rl.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
 
-__all__ = ["MetricsLogger", "carries_success", "episode_stats", "mean_returns", "success_rates"]
+__all__ = ["MetricsLogger", "carries_success", "episode_stats", "logged_rows", "mean_returns", "success_rates"]
 
 
 def mean_returns(episodes: Iterable[Any]) -> np.ndarray:
@@ -76,6 +76,26 @@ def trial_stats(trials: Sequence[Any]) -> dict[str, float]:
     return stats
 
 
+def logged_rows(folder: str | Path) -> list[dict]:
+    """The complete rows of a run's ``metrics.jsonl``, in order (none without the file).
+
+    A line cut short when the run was killed, or one that is not a JSON
+    object, is skipped: it is not a logged iteration.
+    """
+    path = Path(folder) / METRICS_FILE
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            rows.append(record)
+    return rows
+
+
 def _json_value(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
@@ -122,16 +142,10 @@ class MetricsLogger:
     def _truncate(self, start_iteration: int) -> None:
         if not self.path.exists():
             return
-        kept = []
-        for line in self.path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short when the run was killed
-            if isinstance(record, dict) and record.get("iteration", start_iteration) < start_iteration:
-                kept.append(line + "\n")
-                self.history.append(record)
-        atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
+        self.history = [row for row in logged_rows(self.path.parent)
+                        if row.get("iteration", start_iteration) < start_iteration]
+        text = "".join(json.dumps(row) + "\n" for row in self.history)
+        atomic_write(self.path, lambda f: f.write(text.encode()))
 
     def log(self, metrics: Mapping[str, Any]) -> None:
         """Append one iteration's metrics (``metrics["iteration"]`` is the step)."""

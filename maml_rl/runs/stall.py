@@ -35,6 +35,13 @@ class StallMonitor:
             monitor.update(row)
         return monitor
 
+    def state_dict(self) -> dict:
+        """What :meth:`update` depends on, for a checkpoint (see :meth:`DeclineMonitor.state_dict`)."""
+        return {"window": self.window, "streak": self.streak}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.window, self.streak = state["window"], state["streak"]
+
     def update(self, logs: dict) -> str | None:
         """Add one iteration's logs; a warning when the streak of updates without a step reaches ``window``."""
         if logs.get("outer_steps") != 0:  # a step was taken, or the algorithm does not log its steps

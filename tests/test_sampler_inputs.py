@@ -43,6 +43,28 @@ def test_array_reward_is_refused(num_workers):
         sampler.rollout([{"bad": "array_reward", "at_step": 0}])
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("bad, shown", [("string_reward", "the reward '1.5' of type str"),
+                                        ("none_reward", "the reward None of type NoneType"),
+                                        ("string_terminated", "terminated='False' of type str")])
+def test_non_numeric_reward_and_non_bool_terminated_are_refused(num_workers, bad, shown):
+    """The reward "1.5" was stored as 1.5, None reported as "non-finite reward nan", and
+    terminated="False" (truthy) ended the episode; now each is refused with the env, value, type and slot."""
+    with bad_sampler(num_workers) as sampler, pytest.raises(WorkerError) as info:
+        sampler.rollout([GOOD, {"bad": bad, "at_step": 1}])
+    message = str(info.value)
+    assert f"BadOutputEnv.step() returned {shown}" in message
+    assert "step 1 in env slot 2" in message and repr(bad) in message
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_integer_terminated_is_accepted(num_workers):
+    """terminated=1 (an older env's int) is unambiguous: the episode ends after that step."""
+    with bad_sampler(num_workers) as sampler:
+        batches = sampler.rollout([{"bad": "int_terminated", "at_step": 2}])
+    assert batches[0].lengths.tolist() == [3, 3]
+
+
 def test_value_beyond_float32_is_named_with_its_place():
     """float64 1e300 became inf in the float32 buffer and was blamed later as 'non-finite' advantages."""
     with bad_sampler(0) as sampler, pytest.raises(EnvOutputError) as info:

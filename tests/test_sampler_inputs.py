@@ -81,6 +81,23 @@ def test_nan_reward_is_named_before_the_baseline(num_workers):
     assert "non-finite reward nan from step() 2 of env slot 2 (task {'bad': 'nan_reward'" in str(info.value)
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_unpicklable_task_is_refused_in_both_layouts(num_workers):
+    """With workers it was a bare "cannot pickle '_thread.lock' object"; with 0 workers it was accepted.
+    Now both layouts refuse it, naming the task and its entry, and the refused call changes no later seed."""
+    bad_task = {"goal": 1.0, "lock": threading.Lock()}
+    with bad_sampler(num_workers) as sampler:
+        with pytest.raises(TypeError) as info:
+            sampler.rollout([GOOD, bad_task])
+        after_refusal = sampler.rollout([GOOD])[0].observations
+    message = str(info.value)
+    assert "task 1 ({'goal': 1.0, 'lock': <unlocked _thread.lock" in message
+    assert "its entry ['lock'] = <unlocked _thread.lock" in message and "cannot pickle '_thread.lock'" in message
+    assert "pass plain data (numbers, arrays, strings" in message
+    with bad_sampler(num_workers) as fresh:
+        assert torch.equal(after_refusal, fresh.rollout([GOOD])[0].observations)
+
+
 def test_env_without_time_limit_runs_and_one_that_never_ends_is_named():
     policy = NormalMLPPolicy(2, 1)
     with MultiTaskSampler(None, None, 2, policy, None, env_fn=NoTimeLimitEnv, seed=0, num_workers=0) as sampler:

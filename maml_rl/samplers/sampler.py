@@ -33,6 +33,7 @@ from .rollout.request import (
     ParamsArg,
     RolloutRequest,
     Trial,
+    check_tasks_picklable,
     complete_params,
     per_task_params,
 )
@@ -364,6 +365,8 @@ class MultiTaskSampler(LegacySamplerMethods):
         makes the per-task batches, which record the parameters that sampled them."""
         if self.closed:
             raise SamplerClosedError("the sampler is closed; create a new one")
+        # Before the call counter moves: a refused call leaves the seeds of later calls unchanged.
+        check_tasks_picklable(tasks)
         per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
         request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
                                  actions, trial=trial)

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import cloudpickle
 import numpy as np
 import torch
 
@@ -26,6 +27,36 @@ def per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]
     if len(params) != num_tasks:
         raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
     return params
+
+
+def check_tasks_picklable(tasks: Sequence[Any]) -> None:
+    """Refuse a task that cannot be pickled, whatever the layout.
+
+    Worker processes and Ray actors receive their tasks pickled (cloudpickle),
+    while ``num_workers=0`` uses them in place; without this check the layout
+    decided whether a call failed, and the worker's bare ``TypeError`` named
+    neither the task nor what in it could not be pickled.
+    """
+    for index, task in enumerate(tasks):
+        try:
+            cloudpickle.dumps(task)
+        except Exception as exc:  # pickling raises TypeError, PicklingError, AttributeError, ...
+            raise TypeError(
+                f"task {index} ({task!r}) cannot be pickled{_unpicklable_part(task)}: {exc}. Tasks are sent to "
+                "the worker processes pickled: pass plain data (numbers, arrays, strings, and dicts, lists or "
+                "tuples of them) as tasks, and build anything else (locks, files, handles) in the env's reset_task"
+            ) from exc
+
+
+def _unpicklable_part(task: Any) -> str:
+    """Which entry of a dict, list or tuple task fails to pickle, for the message."""
+    items = task.items() if isinstance(task, Mapping) else enumerate(task) if isinstance(task, (list, tuple)) else ()
+    for key, value in items:
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            return f" (its entry [{key!r}] = {value!r})"
+    return ""
 
 
 class ActionMode(str, enum.Enum):

@@ -36,6 +36,7 @@ from .rollout.request import (
     check_tasks_picklable,
     complete_params,
     per_task_params,
+    require_params_argument,
 )
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
@@ -248,6 +249,9 @@ class MultiTaskSampler(LegacySamplerMethods):
                 "sample() adapts with advantages, which need a baseline: create the sampler with "
                 "baseline=LinearFeatureBaseline(observation_size), or use num_steps=0"
             )
+        if inner_loop.num_steps > 0:
+            require_params_argument(self.policy, "sample() adapts the policy and rolls out with its adapted "
+                                                 "parameters, calling policy(observations, params=...)")
         with self._in_use("sample"):
             params: ParamsArg = None
             stacked: Optional[Params] = None
@@ -367,7 +371,11 @@ class MultiTaskSampler(LegacySamplerMethods):
             raise SamplerClosedError("the sampler is closed; create a new one")
         # Before the call counter moves: a refused call leaves the seeds of later calls unchanged.
         check_tasks_picklable(tasks)
-        per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
+        given = per_task_params(params, len(tasks))
+        if any(p is not None for p in given):
+            require_params_argument(self.policy, "parameters were given to the rollout, which calls "
+                                                 "policy(observations, params=...)")
+        per_task = complete_params(self.policy, given)
         request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
                                  actions, trial=trial)
         self._num_rollouts += 1

@@ -191,8 +191,10 @@ def test_per_task_parameters_that_leave_a_key_out_take_the_policys_own():
             sampler.rollout(sampler.sample_tasks(1), params={**own, "bogus": torch.zeros(1)})
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_a_float64_value_beyond_float32_is_named_as_the_envs():
-    """Before: no error (the check read the float64 buffer); the episode held inf."""
+    """Before: no error (the check read the float64 buffer); the episode held inf.
+    The cast that finds it is expected to overflow: no "overflow encountered in cast" warning."""
     env_fn = echo_factory(value=[1e39, 0.0, 1.0])
     with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 2), None, env_fn=env_fn, seed=0, num_workers=0) as sampler:
         with pytest.raises(EnvOutputError) as info:

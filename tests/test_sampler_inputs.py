@@ -65,9 +65,12 @@ def test_integer_terminated_is_accepted(num_workers):
     assert batches[0].lengths.tolist() == [3, 3]
 
 
-def test_value_beyond_float32_is_named_with_its_place():
-    """float64 1e300 became inf in the float32 buffer and was blamed later as 'non-finite' advantages."""
-    with bad_sampler(0) as sampler, pytest.raises(EnvOutputError) as info:
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_value_beyond_float32_is_named_with_its_place(num_workers):
+    """float64 1e300 became inf in the float32 buffer and was blamed later as 'non-finite' advantages.
+    Storing it overflows on purpose: no "overflow encountered in cast" warning."""
+    with bad_sampler(num_workers) as sampler, pytest.raises(EnvOutputError) as info:
         sampler.rollout([GOOD, GOOD, {"bad": "huge", "at_step": 1}])
     message = str(info.value)
     assert "BadOutputEnv returned a non-finite observation" in message and "inf" in message

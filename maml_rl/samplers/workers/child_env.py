@@ -103,7 +103,7 @@ class ChildEnv:
             raise ValueError(_bad_observation(self.envs[i], observation, shape, "reset"))
         if observation.dtype not in self.fitting_dtypes:
             self._check_dtype(self.envs[i], observation, "reset")
-        observations[slot] = observation
+        _store_cast(observations, slot, observation)
 
     def _episode_ended(self, slot: int, t: int, reason: int) -> bool:
         """Record the end of the slot's episode at step ``t``; reset its env when
@@ -132,6 +132,7 @@ class ChildEnv:
         # The env gets its own copy of a Box action (an env that clips in place
         # must not rewrite the record), a Discrete index shifted by the space's start.
         box, start, fitting = actions.ndim > 1, self.action_start, self.fitting_dtypes
+        stored = next_observations.dtype
         self.current_operation = f"step {t}"
         running = []
         for slot in self.active:
@@ -160,7 +161,10 @@ class ChildEnv:
                 if self._episode_ended(slot, t, reason):
                     running.append(slot)
             else:
-                next_observations[slot] = observation
+                if observation.dtype is stored:
+                    next_observations[slot] = observation
+                else:
+                    _store_cast(next_observations, slot, observation)
                 running.append(slot)
         self.current_slot = None
         self.active = running
@@ -192,6 +196,19 @@ class ChildEnv:
         for env in self.envs:
             env.close()
         self.envs = []
+
+
+def _store_cast(row: np.ndarray, slot: int, observation: np.ndarray) -> None:
+    """``row[slot] = observation`` for an observation of another dtype than the buffer's.
+
+    A float64 value beyond float32's range becomes inf in a float32 buffer; the driver then names
+    it as a non-finite observation with its env, slot and step (``check_outputs``), so numpy's
+    "overflow encountered in cast" is expected here and silenced, and only here (not around the
+    env's own code, whose warnings stay). Observations of the buffer's own dtype skip this (the
+    errstate costs ~1 us).
+    """
+    with np.errstate(over="ignore"):
+        row[slot] = observation
 
 
 # Rewards that need no further check (numpy would turn the string "1.5" into 1.5 and None into nan).

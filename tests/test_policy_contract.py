@@ -298,7 +298,7 @@ def test_policy_without_params_argument_rolls_out_and_is_refused_early_where_par
         assert len(sampler.rollout(tasks)) == 2
         assert len(sampler.sample(tasks, num_steps=0)[1]) == 2
         state = sampler.state_dict()
-        with pytest.raises(TypeError, match=r"sample\(\) adapts the policy .* NoParamsPolicy.forward\(\) takes no "
+        with pytest.raises(TypeError, match=r"sample\(\) adapts.* NoParamsPolicy.forward\(\) takes no "
                                             r"params= argument: give it one"):
             sampler.sample(tasks, num_steps=1, fast_lr=0.1)
         with pytest.raises(TypeError, match=r"parameters were given to the rollout.*takes no params= argument"):

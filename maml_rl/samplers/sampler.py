@@ -33,9 +33,8 @@ from .rollout.request import (
     ParamsArg,
     RolloutRequest,
     Trial,
-    check_tasks_picklable,
+    checked_task_params,
     complete_params,
-    per_task_params,
     require_params_argument,
 )
 from .settings.execution import RayOptions, local_layout, resolve_settings
@@ -250,8 +249,7 @@ class MultiTaskSampler(LegacySamplerMethods):
                 "baseline=LinearFeatureBaseline(observation_size), or use num_steps=0"
             )
         if inner_loop.num_steps > 0:
-            require_params_argument(self.policy, "sample() adapts the policy and rolls out with its adapted "
-                                                 "parameters, calling policy(observations, params=...)")
+            require_params_argument(self.policy, "sample() adapts, then calls policy(observations, params=...)")
         with self._in_use("sample"):
             params: ParamsArg = None
             stacked: Optional[Params] = None
@@ -369,13 +367,8 @@ class MultiTaskSampler(LegacySamplerMethods):
         makes the per-task batches, which record the parameters that sampled them."""
         if self.closed:
             raise SamplerClosedError("the sampler is closed; create a new one")
-        # Before the call counter moves: a refused call leaves the seeds of later calls unchanged.
-        check_tasks_picklable(tasks)
-        given = per_task_params(params, len(tasks))
-        if any(p is not None for p in given):
-            require_params_argument(self.policy, "parameters were given to the rollout, which calls "
-                                                 "policy(observations, params=...)")
-        per_task = complete_params(self.policy, given)
+        # Checked before the call counter moves: a refused call leaves the seeds of later calls unchanged.
+        per_task = complete_params(self.policy, checked_task_params(self.policy, tasks, params))
         request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
                                  actions, trial=trial)
         self._num_rollouts += 1

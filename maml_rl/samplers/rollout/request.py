@@ -30,6 +30,16 @@ def per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]
     return params
 
 
+def checked_task_params(policy: torch.nn.Module, tasks: Sequence[Any], params: ParamsArg) -> List[Optional[Params]]:
+    """``per_task_params``, after refusing unpicklable tasks and parameters for a policy without ``params=``."""
+    check_tasks_picklable(tasks)
+    given = per_task_params(params, len(tasks))
+    if any(p is not None for p in given):
+        require_params_argument(policy, "parameters were given to the rollout, which calls "
+                                        "policy(observations, params=...)")
+    return given
+
+
 def check_tasks_picklable(tasks: Sequence[Any]) -> None:
     """Refuse a task that cannot be pickled, whatever the layout.
 

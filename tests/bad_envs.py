@@ -3,7 +3,9 @@
 ``BadOutputEnv``: a task ``{"bad": kind, "slot_step": n}`` makes the env go
 wrong at step ``n``: ``"scalar"`` returns a scalar observation, ``"huge"`` a
 float64 1e300 (beyond float32), ``"nan_reward"`` a NaN reward, ``"array_reward"``
-a reward of shape (2,). Any other task behaves. ``NoTimeLimitEnv`` has no
+a reward of shape (2,), ``"string_reward"`` the reward ``"1.5"``, ``"none_reward"``
+``None``, ``"string_terminated"`` ``terminated="False"``, ``"int_terminated"``
+``terminated=1`` (accepted). Any other task behaves. ``NoTimeLimitEnv`` has no
 TimeLimit: it ends its episodes after ``task["length"]`` steps on its own.
 """
 
@@ -43,7 +45,12 @@ class BadOutputEnv(gym.Env):
             reward = float("nan")
         elif bad == "array_reward":
             reward = np.ones(2)
-        return observation, reward, False, False, {}
+        elif bad == "string_reward":
+            reward = "1.5"
+        elif bad == "none_reward":
+            reward = None
+        terminated = {"string_terminated": "False", "int_terminated": 1}.get(bad, False)
+        return observation, reward, terminated, False, {}
 
 
 def make_bad_output_env():

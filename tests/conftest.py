@@ -22,6 +22,7 @@ MODULE_MARKERS = {
     "test_metaworld_fast.py": ("metaworld", "slow"),
     "test_sampler_processes.py": ("processes",),
     "test_sampler_failures.py": ("processes",),
+    "test_doc_examples.py": ("processes",),
 }
 # Test functions (by name, without parameters) of several seconds each on 2 cores, measured with --durations.
 SLOW = {

@@ -55,3 +55,22 @@ def test_rl2_runs_name_the_trial_episodes(tmp_path, monkeypatch):
     rl2 = [{**row, "return_episode_0": 0.0, "return_episode_1": 1.0} for row in maml]
     assert legend(maml) == ["before adaptation (1-iteration mean)", "after adaptation (1-iteration mean)"]
     assert legend(rl2) == ["first episode of the trial (1-iteration mean)", "last episode of the trial (1-iteration mean)"]
+
+
+def test_test_py_plot_names_its_band(tmp_path, monkeypatch):
+    """test.py --plot drew a band with no label; the legend now says it is ±1 std over tasks, unclipped."""
+    import matplotlib.pyplot as plt
+
+    from maml_rl.evaluation import plot_returns
+
+    figures = []
+    original = plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda *a, **k: figures.append(original(*a, **k)) or figures[-1])
+    returns = np.array([[-3.0, -1.0, -2.0], [0.0, 4.0, 2.0]])  # [steps, tasks]
+    plot_returns(returns, tmp_path / "returns.png", "title")
+    (figure, axes), = figures
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["mean over 3 tasks", "±1 std over tasks"]
+    band = axes.collections[0].get_paths()[0].vertices
+    std = np.sqrt(np.array([2.0, 8.0]) / 3)  # population std of each row, by hand
+    assert np.isclose(band[:, 1].max(), 2.0 + std[1]) and np.isclose(band[:, 1].min(), -2.0 - std[0])
+    assert (tmp_path / "returns.png").read_bytes().startswith(b"\x89PNG")

@@ -191,8 +191,10 @@ def test_per_task_parameters_that_leave_a_key_out_take_the_policys_own():
             sampler.rollout(sampler.sample_tasks(1), params={**own, "bogus": torch.zeros(1)})
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_a_float64_value_beyond_float32_is_named_as_the_envs():
-    """Before: no error (the check read the float64 buffer); the episode held inf."""
+    """Before: no error (the check read the float64 buffer); the episode held inf.
+    The cast that finds it is expected to overflow: no "overflow encountered in cast" warning."""
     env_fn = echo_factory(value=[1e39, 0.0, 1.0])
     with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 2), None, env_fn=env_fn, seed=0, num_workers=0) as sampler:
         with pytest.raises(EnvOutputError) as info:
@@ -268,3 +270,38 @@ def test_no_named_semaphore_outlives_a_dead_worker_without_a_garbage_collection(
         sampler.close()
     finally:
         gc.enable()
+
+
+class NoParamsPolicy(torch.nn.Module):
+    """A user's policy whose forward takes observations only (no ``params=``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(2, 2)
+        self.log_std = torch.nn.Parameter(torch.zeros(2))
+
+    def forward(self, observations):
+        normal = torch.distributions.Normal(self.linear(observations), self.log_std.exp())
+        return torch.distributions.Independent(normal, 1)
+
+
+def test_policy_without_params_argument_rolls_out_and_is_refused_early_where_params_are_needed():
+    """docs/sampler.md called params= optional, but sample() then failed deep in the inner loss with
+    "NoParamsPolicy.forward() got an unexpected keyword argument 'params'"; now it is refused before any rollout."""
+    import maml_rl.envs  # noqa: F401  (registers the envs)
+    from maml_rl.baseline import LinearFeatureBaseline
+
+    policy = NoParamsPolicy()
+    with MultiTaskSampler("2DNavigation-v0", {}, 3, policy, LinearFeatureBaseline(2), seed=SEED,
+                          num_workers=0) as sampler:
+        tasks = sampler.sample_tasks(2)
+        assert len(sampler.rollout(tasks)) == 2
+        assert len(sampler.sample(tasks, num_steps=0)[1]) == 2
+        state = sampler.state_dict()
+        with pytest.raises(TypeError, match=r"sample\(\) adapts.* NoParamsPolicy.forward\(\) takes no "
+                                            r"params= argument: give it one"):
+            sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+        with pytest.raises(TypeError, match=r"parameters were given to the rollout.*takes no params= argument"):
+            sampler.rollout(tasks, dict(policy.named_parameters()))
+        assert sampler.state_dict() == state  # refused before any rollout
+        assert len(sampler.rollout(tasks, [None, None])) == 2

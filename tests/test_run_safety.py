@@ -236,3 +236,31 @@ def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp
     for key in ("return_after_mean10", "gain_lost", "return_after"):
         assert row[key] == uninterrupted[key], key
     assert_same_policy(load_policy(folder), load_policy(reference))
+
+
+def test_files_are_read_without_the_pickle_protocol_warning(tmp_path):
+    """torch warned "Detected pickle protocol 4 in the checkpoint" when test.py --policy was given a plain
+    pickle (then refused). maml_rl writes protocol 2, the only one torch's weights-only reader reads in full;
+    files of protocol 4 are refused with the message alone."""
+    import warnings
+    import zipfile
+
+    from maml_rl.runs.checkpoints import safe_load
+    from maml_rl.runs.files import atomic_save
+
+    state = {"w": torch.arange(3.0), "rng": np.arange(4, dtype=np.uint32), "step": 7}
+    atomic_save(state, tmp_path / "ours.pt")
+    with zipfile.ZipFile(tmp_path / "ours.pt") as archive:
+        data = next(name for name in archive.namelist() if name.endswith("data.pkl"))
+        assert archive.read(data)[:2] == pickle.PROTO + bytes([2])
+    torch.save(state, tmp_path / "protocol4.pt", pickle_protocol=4)
+    (tmp_path / "plain.pkl").write_bytes(pickle.dumps([1, 2, 3], protocol=4))
+    # Recorded rather than raised: a warning turned error would be caught and reported as damage.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = safe_load(tmp_path / "ours.pt", "")
+        for name in ("protocol4.pt", "plain.pkl"):
+            with pytest.raises(ConfigError, match="not a file torch.save wrote"):
+                safe_load(tmp_path / name, "")
+    assert torch.equal(loaded["w"], state["w"]) and np.array_equal(loaded["rng"], state["rng"])
+    assert [str(w.message) for w in caught] == []

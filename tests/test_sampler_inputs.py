@@ -43,9 +43,34 @@ def test_array_reward_is_refused(num_workers):
         sampler.rollout([{"bad": "array_reward", "at_step": 0}])
 
 
-def test_value_beyond_float32_is_named_with_its_place():
-    """float64 1e300 became inf in the float32 buffer and was blamed later as 'non-finite' advantages."""
-    with bad_sampler(0) as sampler, pytest.raises(EnvOutputError) as info:
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("bad, shown", [("string_reward", "the reward '1.5' of type str"),
+                                        ("none_reward", "the reward None of type NoneType"),
+                                        ("string_terminated", "terminated='False' of type str")])
+def test_non_numeric_reward_and_non_bool_terminated_are_refused(num_workers, bad, shown):
+    """The reward "1.5" was stored as 1.5, None reported as "non-finite reward nan", and
+    terminated="False" (truthy) ended the episode; now each is refused with the env, value, type and slot."""
+    with bad_sampler(num_workers) as sampler, pytest.raises(WorkerError) as info:
+        sampler.rollout([GOOD, {"bad": bad, "at_step": 1}])
+    message = str(info.value)
+    assert f"BadOutputEnv.step() returned {shown}" in message
+    assert "step 1 in env slot 2" in message and repr(bad) in message
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_integer_terminated_is_accepted(num_workers):
+    """terminated=1 (an older env's int) is unambiguous: the episode ends after that step."""
+    with bad_sampler(num_workers) as sampler:
+        batches = sampler.rollout([{"bad": "int_terminated", "at_step": 2}])
+    assert batches[0].lengths.tolist() == [3, 3]
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_value_beyond_float32_is_named_with_its_place(num_workers):
+    """float64 1e300 became inf in the float32 buffer and was blamed later as 'non-finite' advantages.
+    Storing it overflows on purpose: no "overflow encountered in cast" warning."""
+    with bad_sampler(num_workers) as sampler, pytest.raises(EnvOutputError) as info:
         sampler.rollout([GOOD, GOOD, {"bad": "huge", "at_step": 1}])
     message = str(info.value)
     assert "BadOutputEnv returned a non-finite observation" in message and "inf" in message
@@ -57,6 +82,23 @@ def test_nan_reward_is_named_before_the_baseline(num_workers):
     with bad_sampler(num_workers) as sampler, pytest.raises(EnvOutputError) as info:
         sampler.sample([GOOD, {"bad": "nan_reward", "at_step": 2}], num_steps=1)
     assert "non-finite reward nan from step() 2 of env slot 2 (task {'bad': 'nan_reward'" in str(info.value)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_unpicklable_task_is_refused_in_both_layouts(num_workers):
+    """With workers it was a bare "cannot pickle '_thread.lock' object"; with 0 workers it was accepted.
+    Now both layouts refuse it, naming the task and its entry, and the refused call changes no later seed."""
+    bad_task = {"goal": 1.0, "lock": threading.Lock()}
+    with bad_sampler(num_workers) as sampler:
+        with pytest.raises(TypeError) as info:
+            sampler.rollout([GOOD, bad_task])
+        after_refusal = sampler.rollout([GOOD])[0].observations
+    message = str(info.value)
+    assert "task 1 ({'goal': 1.0, 'lock': <unlocked _thread.lock" in message
+    assert "its entry ['lock'] = <unlocked _thread.lock" in message and "cannot pickle '_thread.lock'" in message
+    assert "pass plain data (numbers, arrays, strings" in message
+    with bad_sampler(num_workers) as fresh:
+        assert torch.equal(after_refusal, fresh.rollout([GOOD])[0].observations)
 
 
 def test_env_without_time_limit_runs_and_one_that_never_ends_is_named():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
@@ -106,7 +107,12 @@ def safe_load(path: str | Path, remedy: str) -> Any:
     """
     path = Path(path)
     try:
-        with torch.serialization.safe_globals(_numpy_array_globals()):
+        # maml_rl's files (and the reference's) are torch.save's default pickle protocol 2 (tested). torch warns
+        # "Detected pickle protocol 4" before failing on a plain pickle (Python's default protocol) or a file
+        # saved with pickle_protocol=4 (its weights-only reader lacks protocol 4's FRAME): both are refused
+        # below with what to do, so the warning adds nothing.
+        with torch.serialization.safe_globals(_numpy_array_globals()), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
             return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ConfigError(f"{path} does not exist") from None

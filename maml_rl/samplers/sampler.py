@@ -33,8 +33,9 @@ from .rollout.request import (
     ParamsArg,
     RolloutRequest,
     Trial,
+    checked_task_params,
     complete_params,
-    per_task_params,
+    require_params_argument,
 )
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
@@ -247,6 +248,8 @@ class MultiTaskSampler(LegacySamplerMethods):
                 "sample() adapts with advantages, which need a baseline: create the sampler with "
                 "baseline=LinearFeatureBaseline(observation_size), or use num_steps=0"
             )
+        if inner_loop.num_steps > 0:
+            require_params_argument(self.policy, "sample() adapts, then calls policy(observations, params=...)")
         with self._in_use("sample"):
             params: ParamsArg = None
             stacked: Optional[Params] = None
@@ -364,7 +367,8 @@ class MultiTaskSampler(LegacySamplerMethods):
         makes the per-task batches, which record the parameters that sampled them."""
         if self.closed:
             raise SamplerClosedError("the sampler is closed; create a new one")
-        per_task = complete_params(self.policy, per_task_params(params, len(tasks)))
+        # Checked before the call counter moves: a refused call leaves the seeds of later calls unchanged.
+        per_task = complete_params(self.policy, checked_task_params(self.policy, tasks, params))
         request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
                                  actions, trial=trial)
         self._num_rollouts += 1

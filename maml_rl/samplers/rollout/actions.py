@@ -171,7 +171,10 @@ class ActionFunction:
             return
         row = int(np.argmax(bad))
         observation = self._observations[row]
-        if np.issubdtype(observation.dtype, np.floating) and not np.isfinite(observation.astype(np.float32)).all():
+        # Overflow here is the point (a float64 beyond float32's range is inf to the policy), not a warning.
+        with np.errstate(over="ignore"):
+            beyond = np.issubdtype(observation.dtype, np.floating) and not np.isfinite(observation.astype(np.float32)).all()
+        if beyond:
             # The env's fault, not the policy's: say so before the env gets the action.
             t = step_of_row(row)
             where = "from reset()" if t == 0 else f"from step() {t - 1}"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
+import inspect
 from dataclasses import dataclass, replace
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import cloudpickle
 import numpy as np
 import torch
 
@@ -26,6 +28,68 @@ def per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]
     if len(params) != num_tasks:
         raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
     return params
+
+
+def checked_task_params(policy: torch.nn.Module, tasks: Sequence[Any], params: ParamsArg) -> List[Optional[Params]]:
+    """``per_task_params``, after refusing unpicklable tasks and parameters for a policy without ``params=``."""
+    check_tasks_picklable(tasks)
+    given = per_task_params(params, len(tasks))
+    if any(p is not None for p in given):
+        require_params_argument(policy, "parameters were given to the rollout, which calls "
+                                        "policy(observations, params=...)")
+    return given
+
+
+def check_tasks_picklable(tasks: Sequence[Any]) -> None:
+    """Refuse a task that cannot be pickled, whatever the layout.
+
+    Worker processes and Ray actors receive their tasks pickled (cloudpickle),
+    while ``num_workers=0`` uses them in place; without this check the layout
+    decided whether a call failed, and the worker's bare ``TypeError`` named
+    neither the task nor what in it could not be pickled.
+    """
+    for index, task in enumerate(tasks):
+        try:
+            cloudpickle.dumps(task)
+        except Exception as exc:  # pickling raises TypeError, PicklingError, AttributeError, ...
+            raise TypeError(
+                f"task {index} ({task!r}) cannot be pickled{_unpicklable_part(task)}: {exc}. Tasks are sent to "
+                "the worker processes pickled: pass plain data (numbers, arrays, strings, and dicts, lists or "
+                "tuples of them) as tasks, and build anything else (locks, files, handles) in the env's reset_task"
+            ) from exc
+
+
+def _unpicklable_part(task: Any) -> str:
+    """Which entry of a dict, list or tuple task fails to pickle, for the message."""
+    items = task.items() if isinstance(task, Mapping) else enumerate(task) if isinstance(task, (list, tuple)) else ()
+    for key, value in items:
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            return f" (its entry [{key!r}] = {value!r})"
+    return ""
+
+
+def takes_params(policy: torch.nn.Module) -> bool:
+    """Whether ``policy(observations, params=...)`` can be called: its forward names
+    ``params`` or takes ``**kwargs`` (a signature that cannot be read is given the benefit)."""
+    try:
+        parameters = inspect.signature(policy.forward).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "params" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def require_params_argument(policy: torch.nn.Module, why: str) -> None:
+    """Refuse, before any rollout, per-task parameters for a policy whose forward takes no
+    ``params=``: it failed deep in the rollout or the inner loss with a bare TypeError."""
+    if not takes_params(policy):
+        name = type(policy).__name__
+        raise TypeError(
+            f"{why}, but {name}.forward() takes no params= argument: give it one "
+            f"(forward(self, observations, params=None), using the dict's tensors in place of the module's own "
+            f"when given), or call rollout(tasks) without params (sample(tasks, num_steps=0) does no adaptation)"
+        )
 
 
 class ActionMode(str, enum.Enum):

@@ -103,7 +103,7 @@ class ChildEnv:
             raise ValueError(_bad_observation(self.envs[i], observation, shape, "reset"))
         if observation.dtype not in self.fitting_dtypes:
             self._check_dtype(self.envs[i], observation, "reset")
-        observations[slot] = observation
+        _store_cast(observations, slot, observation)
 
     def _episode_ended(self, slot: int, t: int, reason: int) -> bool:
         """Record the end of the slot's episode at step ``t``; reset its env when
@@ -132,6 +132,7 @@ class ChildEnv:
         # The env gets its own copy of a Box action (an env that clips in place
         # must not rewrite the record), a Discrete index shifted by the space's start.
         box, start, fitting = actions.ndim > 1, self.action_start, self.fitting_dtypes
+        stored = next_observations.dtype
         self.current_operation = f"step {t}"
         running = []
         for slot in self.active:
@@ -145,10 +146,14 @@ class ChildEnv:
                 raise ValueError(_bad_observation(env, observation, shape, "step"))
             if observation.dtype not in fitting:
                 self._check_dtype(env, observation, "step")
-            if not isinstance(reward, _SCALARS) and np.ndim(reward) != 0:
-                raise ValueError(f"{_env_name(env)}.step() returned a reward of shape {np.shape(reward)}; "
-                                 "a reward must be a scalar")
+            if not isinstance(reward, _SCALARS):
+                _check_reward(env, reward)
             rewards[slot] = reward
+            # A truthy string ("False") or None would end or continue the episode silently.
+            if terminated.__class__ not in _FLAGS:
+                _check_flag(env, "terminated", terminated)
+            if truncated.__class__ not in _FLAGS:
+                _check_flag(env, "truncated", truncated)
             if info_keys:
                 _write_info(env, info, info_keys, infos[slot])
             if terminated or truncated or t + 1 == episode_end[slot - first_slot]:
@@ -156,7 +161,10 @@ class ChildEnv:
                 if self._episode_ended(slot, t, reason):
                     running.append(slot)
             else:
-                next_observations[slot] = observation
+                if observation.dtype is stored:
+                    next_observations[slot] = observation
+                else:
+                    _store_cast(next_observations, slot, observation)
                 running.append(slot)
         self.current_slot = None
         self.active = running
@@ -190,8 +198,44 @@ class ChildEnv:
         self.envs = []
 
 
-# Rewards that need no shape check.
+def _store_cast(row: np.ndarray, slot: int, observation: np.ndarray) -> None:
+    """``row[slot] = observation`` for an observation of another dtype than the buffer's.
+
+    A float64 value beyond float32's range becomes inf in a float32 buffer; the driver then names
+    it as a non-finite observation with its env, slot and step (``check_outputs``), so numpy's
+    "overflow encountered in cast" is expected here and silenced, and only here (not around the
+    env's own code, whose warnings stay). Observations of the buffer's own dtype skip this (the
+    errstate costs ~1 us).
+    """
+    with np.errstate(over="ignore"):
+        row[slot] = observation
+
+
+# Rewards that need no further check (numpy would turn the string "1.5" into 1.5 and None into nan).
 _SCALARS = (float, int, np.number)
+# terminated/truncated types that need no further check.
+_FLAGS = frozenset((bool, np.bool_))
+
+
+def _check_reward(env: Any, reward: Any) -> None:
+    """Refuse a reward that is not a real number: an array of another shape, a string, None."""
+    if np.ndim(reward) != 0:
+        raise ValueError(f"{_env_name(env)}.step() returned a reward of shape {np.shape(reward)}; "
+                         "a reward must be a scalar")
+    if not (isinstance(reward, np.ndarray) and reward.dtype.kind in "biuf"):
+        raise TypeError(f"{_env_name(env)}.step() returned the reward {reward!r} of type {type(reward).__name__}; "
+                        "a reward must be a real number (float, int or a numpy number)")
+
+
+def _check_flag(env: Any, name: str, value: Any) -> None:
+    """Accept a bool, a numpy bool or an integer 0/1 (unambiguous; some older envs return them) as
+    ``terminated``/``truncated``; refuse anything else, whose truth would decide the episode's end."""
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == np.bool_:
+        return
+    raise TypeError(f"{_env_name(env)}.step() returned {name}={value!r} of type {type(value).__name__}; "
+                    f"{name} must be a bool (or numpy bool): return bool(...)")
 
 
 def _write_info(env: Any, info: Any, keys: Sequence[str], row: np.ndarray) -> None:

@@ -121,13 +121,16 @@ def test_the_first_epoch_starts_at_ratio_one_and_its_loss_is_the_hand_computed_s
     assert logs["clip_fraction"] == 0.0 and abs(logs["approx_kl"]) < 1e-6
 
 
-def _chunked_learner_and_trials(bptt_chunk, update_per_chunk, seed=2):
-    torch.manual_seed(seed)
+def _learner_and_trials(tasks=2, trials_per_task=2, reward_scale=1.0, **learner):
+    """A small GRU, an RL2PPO with ``learner``'s arguments over 2-episode trials of 5 steps, and its trials."""
+    torch.manual_seed(2)
     policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
-    learner = RL2PPO(policy, episodes_per_trial=2, epochs=2, minibatches=2, bptt_chunk=bptt_chunk,
-                     update_per_chunk=update_per_chunk, normalize_advantages=False)
-    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 2, policy, seed=4, num_workers=0) as sampler:
-        trials = sampler.rollout_trials(sampler.sample_tasks(2), 2, chunk=bptt_chunk)
+    learner = RL2PPO(policy, **{"episodes_per_trial": 2, "epochs": 2, "minibatches": 2,
+                                "normalize_advantages": False, "reward_scale": reward_scale, **learner})
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, trials_per_task, policy, seed=4,
+                          num_workers=0) as sampler:
+        trials = sampler.rollout_trials(sampler.sample_tasks(tasks), 2, chunk=learner.bptt_chunk,
+                                        reward_scale=reward_scale)
     return policy, learner, trials
 
 
@@ -137,7 +140,7 @@ def test_an_update_per_chunk_steps_through_the_trial_carrying_the_state():
     previous chunk: checked against the policy stepped one input at a time."""
     import copy
 
-    policy, learner, trials = _chunked_learner_and_trials(bptt_chunk=4, update_per_chunk=True)
+    policy, learner, trials = _learner_and_trials(bptt_chunk=4, update_per_chunk=True)
     data = learner._prepare(trials)
     calls, forward = [], policy.forward_trials
 
@@ -174,7 +177,7 @@ def test_an_update_per_chunk_steps_through_the_trial_carrying_the_state():
 def test_one_chunk_per_trial_makes_update_per_chunk_the_plain_update():
     outcomes = []
     for update_per_chunk in (False, True):
-        policy, learner, trials = _chunked_learner_and_trials(bptt_chunk=50, update_per_chunk=update_per_chunk)
+        policy, learner, trials = _learner_and_trials(bptt_chunk=50, update_per_chunk=update_per_chunk)
         logs = learner.step(trials)
         outcomes.append(({k: v for k, v in logs.items() if k != "time_update"},
                          {k: v.clone() for k, v in policy.state_dict().items()}))
@@ -237,12 +240,7 @@ def test_overlapping_chunks_restart_every_stride_from_the_state_reached_there():
     (before that chunk's step) was after `stride` steps: checked one input at a time."""
     import copy
 
-    torch.manual_seed(2)
-    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
-    learner = RL2PPO(policy, episodes_per_trial=2, epochs=2, minibatches=2, bptt_chunk=4, bptt_overlap=2,
-                     update_per_chunk=True, normalize_advantages=False)
-    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 2, policy, seed=4, num_workers=0) as sampler:
-        trials = sampler.rollout_trials(sampler.sample_tasks(2), 2, chunk=4)
+    policy, learner, trials = _learner_and_trials(bptt_chunk=4, bptt_overlap=2, update_per_chunk=True)
     data = learner._prepare(trials)
     calls, update = [], learner._update
 
@@ -272,12 +270,8 @@ def test_overlapping_chunks_restart_every_stride_from_the_state_reached_there():
 
 
 def test_an_overlap_whose_stride_does_not_divide_the_trial_ends_with_a_shorter_chunk():
-    torch.manual_seed(2)
-    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
-    learner = RL2PPO(policy, episodes_per_trial=2, epochs=1, minibatches=1, bptt_chunk=4, bptt_overlap=1,
-                     update_per_chunk=True)
-    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 1, policy, seed=4, num_workers=0) as sampler:
-        trials = sampler.rollout_trials(sampler.sample_tasks(1), 2, chunk=4)
+    _, learner, trials = _learner_and_trials(tasks=1, trials_per_task=1, epochs=1, minibatches=1, bptt_chunk=4,
+                                             bptt_overlap=1, update_per_chunk=True, normalize_advantages=True)
     lengths, update = [], learner._update
     learner._update = lambda chunk, state, carry_after=None: (lengths.append(chunk["inputs"].shape[0])
                                                              or update(chunk, state, carry_after))
@@ -302,12 +296,8 @@ def test_the_baseline_on_policy_inputs_is_the_ridge_fit_of_their_features_and_ga
     """baseline_inputs='policy-inputs': values from a ridge regression of the trial's discounted
     returns on [x, x^2, t, t^2, t^3, 1] of the policy's input x (numpy here), then GAE over the
     whole trial with a zero value after its last step."""
-    torch.manual_seed(2)
-    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
-    learner = RL2PPO(policy, episodes_per_trial=2, bptt_chunk=4, normalize_advantages=False,
-                     baseline_inputs="policy-inputs", reward_scale=0.5, gae_lambda=0.9)
-    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 3, policy, seed=4, num_workers=0) as sampler:
-        trials = sampler.rollout_trials(sampler.sample_tasks(1), 2, chunk=4, reward_scale=0.5)
+    policy, learner, trials = _learner_and_trials(tasks=1, trials_per_task=3, reward_scale=0.5, bptt_chunk=4,
+                                                  baseline_inputs="policy-inputs", gae_lambda=0.9)
     batch = trials[0]
     x = batch.policy_inputs(0.5).double().numpy()                      # [T, B, in]
     T, B = x.shape[:2]
@@ -340,12 +330,7 @@ def test_the_run_seed_orders_the_minibatches():
     with the same trials and the same initial policy take different steps, one seed the same."""
     outcomes = {}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        torch.manual_seed(2)
-        policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
-        learner = RL2PPO(policy, episodes_per_trial=2, epochs=2, minibatches=2, bptt_chunk=10, seed=seed)
-        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 5}, 2, policy, seed=4,
-                              num_workers=0) as sampler:
-            trials = sampler.rollout_trials(sampler.sample_tasks(2), 2, chunk=10)
+        policy, learner, trials = _learner_and_trials(bptt_chunk=10, seed=seed, normalize_advantages=True)
         learner.step(trials)
         outcomes[name] = torch.cat([p.detach().flatten() for p in policy.parameters()])
     assert torch.equal(outcomes["a"], outcomes["b"])

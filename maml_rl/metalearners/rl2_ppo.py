@@ -170,35 +170,27 @@ class RL2PPO:
             if batch.chunk_states is None:
                 raise StaleEpisodesError("these trials recorded no policy states: sample them with "
                                          "rollout_trials(..., chunk=learner.bptt_chunk) (learner.sample does)")
-        if self.baseline_inputs == "policy-inputs":
-            # metaworld-algorithms' features: what the policy reads, so the values can see the trial's progress.
-            inputs_of = {id(batch): batch.policy_inputs(self.reward_scale) for batch in trials}
-            width = int(next(iter(inputs_of.values())).shape[-1])
-        else:
-            inputs_of = {}
-            width = int(np.prod(trials[0].observation_shape))
-        baseline = LinearFeatureBaseline(width).to(trials[0].device)
-        for batch in trials:
-            inputs = inputs_of.get(id(batch))
-            baseline.fit(batch, inputs)
-            batch.compute_advantages(lambda b, inputs=inputs: baseline(b, inputs), gae_lambda=self.gae_lambda,
+        inputs = [batch.policy_inputs(self.reward_scale) for batch in trials]
+        # "policy-inputs": metaworld-algorithms' features, so the values can see the trial's progress.
+        features = inputs if self.baseline_inputs == "policy-inputs" else [None] * len(trials)
+        width = inputs[0].shape[-1] if features[0] is not None else int(np.prod(trials[0].observation_shape))
+        baseline = LinearFeatureBaseline(int(width)).to(trials[0].device)
+        for batch, x in zip(trials, features):
+            baseline.fit(batch, x)
+            batch.compute_advantages(lambda b, x=x: baseline(b, x), gae_lambda=self.gae_lambda,
                                      normalize=self.normalize_advantages)
         T = max(len(batch) for batch in trials)
 
-        def side_by_side(get) -> torch.Tensor:
-            parts = []
-            for batch in trials:
-                value = get(batch)
-                pad = torch.zeros((T - value.shape[0], *value.shape[1:]), dtype=value.dtype, device=value.device)
-                parts.append(torch.cat([value, pad]))
-            return torch.cat(parts, dim=1).to(self.device)
+        def side_by_side(values: Sequence[torch.Tensor]) -> torch.Tensor:
+            padded = [torch.cat([v, v.new_zeros((T - v.shape[0], *v.shape[1:]))]) for v in values]
+            return torch.cat(padded, dim=1).to(self.device)
 
         return {
-            "inputs": side_by_side(lambda b: b.policy_inputs(self.reward_scale)),
-            "actions": side_by_side(lambda b: b.actions),
-            "advantages": side_by_side(lambda b: b.advantages),
-            "log_probs": side_by_side(lambda b: b.log_probs),
-            "mask": side_by_side(lambda b: b.mask),
+            "inputs": side_by_side(inputs),
+            "actions": side_by_side([b.actions for b in trials]),
+            "advantages": side_by_side([b.advantages for b in trials]),
+            "log_probs": side_by_side([b.log_probs for b in trials]),
+            "mask": side_by_side([b.mask for b in trials]),
             "state": torch.cat([b.chunk_states[0] for b in trials]).to(self.device).unsqueeze(0),
         }
 

@@ -55,8 +55,11 @@ class LocalBackend(RolloutBackend):
                 pool = self._pool_for(request)
                 noise = call_noise(request.seed, request.call, rows, request.total_slots, spec.action_shape,
                                    spec.discrete)
-                args = (self.policy, request, device, noise[:, slots.start:slots.stop],
-                        fallback_seed(request.seed, request.call), spec, self.workload.env_name)
+                # Partial mode has no fallback: sample() over all slots at once would draw
+                # differently depending on which workers happen to be ready.
+                fallback = None if self.settings.partial else fallback_seed(request.seed, request.call)
+                args = (self.policy, request, device, noise[:, slots.start:slots.stop], fallback, spec,
+                        self.workload.env_name)
                 act = RecurrentActionFunction(*args, pool.views) if request.trial.recurrent else ActionFunction(*args)
                 run_rollout(pool, act, request.tasks, request.batch_size, seeds, self.settings.partial, slots.start)
         except BaseException:

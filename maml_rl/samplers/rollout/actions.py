@@ -39,6 +39,11 @@ def rollout_torch_settings():
         Distribution.set_default_validate_args(validate)
 
 
+def task_seed(seed: Optional[int], task: int) -> Optional[int]:
+    """The fallback seed of one task's own policy call (``None``: no fallback)."""
+    return None if seed is None else seed + task
+
+
 def check_policy(policy, spec: BufferSpec) -> None:
     """Call ``policy`` once on one zero observation and refuse, with
     :class:`PolicyOutputError`, a distribution that does not fit the action
@@ -98,12 +103,13 @@ class ActionFunction:
         ``"mean"`` the noise is unused) and the index of the first task in
         the whole call (for the slot numbers and the per-task fallback seeds).
     :param noise: ``[T, S, ...]`` noise of these tasks' slots.
-    :param fallback: seed of ``sample()`` for other distributions.
+    :param fallback: seed of ``sample()`` for other distributions; ``None`` refuses them
+        (partial mode).
     :param spec: the action shape and number of categories the actions must have.
     :param env_name: for the message when the policy's input, the env's observation, is not finite.
     """
 
-    def __init__(self, policy, request: RolloutRequest, device, noise: torch.Tensor, fallback: int,
+    def __init__(self, policy, request: RolloutRequest, device, noise: torch.Tensor, fallback: Optional[int],
                  spec: BufferSpec, env_name: str = "the env"):
         per_task: List[Optional[Params]] = list(request.per_task)
         self.policy = policy
@@ -139,7 +145,7 @@ class ActionFunction:
         # where its input starts in memory, and a row of the shared buffer, a partial-mode
         # gather or a Ray actor's group each start elsewhere.
         obs = torch.tensor(observations, dtype=torch.float32, device=self.device)
-        seed = self.fallback_seed + t
+        seed = None if self.fallback_seed is None else self.fallback_seed + t
         if self.batched is not None:
             obs = obs.view(self.num_tasks, self.batch_size, *obs.shape[1:])
             distribution = self.policy(obs, params=self.batched)
@@ -152,7 +158,7 @@ class ActionFunction:
             distribution = self.policy(rows) if p is None else self.policy(rows, params=p)
             self._check_shape(distribution, B, t, k)
             parts.append(self._shaped(actions_from_noise(distribution, noise[k * B:(k + 1) * B],
-                                                         seed + self.first_task + k, self.mode), B))
+                                                         task_seed(seed, self.first_task + k), self.mode), B))
         return torch.cat(parts).numpy()
 
     def recorded(self) -> dict:

@@ -9,12 +9,13 @@ the policy runs on.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 from torch.distributions import Categorical, Distribution, Independent, Normal
 
+from ..errors import PolicyOutputError
 from .request import ActionMode
 
 
@@ -53,7 +54,7 @@ def draw_noise(horizon: int, num_slots: int, action_shape: Sequence[int], discre
     return torch.randn((horizon, num_slots, *action_shape), generator=generator)
 
 
-def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback_seed: int,
+def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback_seed: Optional[int],
                        mode: ActionMode = ActionMode.SAMPLE) -> torch.Tensor:
     """Sample ``distribution`` (batch shape ``[N]`` or ``[K, B]``) with ``noise``.
 
@@ -61,8 +62,9 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
     CDF at the uniform noise (``-1`` for a row whose probabilities are not a
     distribution: non-finite, negative or all zero). The result is on the CPU, flattened to
     ``[N, *event_shape]``. Other distributions fall back to ``sample()``
-    under the torch RNG seeded with ``fallback_seed``, which is reproducible
-    in the lockstep mode only. With ``mode="mean"`` the noise is ignored:
+    under the torch RNG seeded with ``fallback_seed``, whose draws depend on
+    the rows of the call; ``fallback_seed=None`` (partial mode) refuses
+    them with :class:`~maml_rl.samplers.errors.PolicyOutputError`. With ``mode="mean"`` the noise is ignored:
     the Normal's mean, the categorical's most probable action (the lowest
     index among ties), or another distribution's ``mean``.
     """
@@ -93,6 +95,13 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
         except NotImplementedError:
             raise ValueError(f"actions='mean': {type(distribution).__name__} has no mean; use actions='sample'") from None
         return actions.reshape(-1, *distribution.event_shape)
+    if fallback_seed is None:
+        raise PolicyOutputError(
+            f"partial=True draws actions from the sampler's per-slot noise, which needs a Normal or Categorical "
+            f"distribution (or actions='mean'); the policy returned {type(distribution).__name__}"
+            f"({type(base).__name__}), which would be drawn with sample() over all slots at once, and those draws "
+            "would depend on which workers happen to be ready. Use partial=False (lockstep), where the draws of a "
+            "seed are the same on every run; no env was stepped with these actions")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(fallback_seed)
         actions = distribution.sample().detach().cpu()

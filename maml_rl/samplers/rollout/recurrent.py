@@ -13,7 +13,7 @@ from maml_rl.policies.recurrent import rl2_inputs
 
 from ..errors import PolicyOutputError
 from ..workers.buffers import BufferSpec, BufferViews
-from .actions import ActionFunction
+from .actions import ActionFunction, task_seed
 from .noise import actions_from_noise
 from .request import RolloutRequest, TrialInputs
 
@@ -39,7 +39,7 @@ class RecurrentActionFunction(ActionFunction):
     ``[1, S, *state]`` (after each slot's last step).
     """
 
-    def __init__(self, policy, request: RolloutRequest, device, noise: torch.Tensor, fallback: int,
+    def __init__(self, policy, request: RolloutRequest, device, noise: torch.Tensor, fallback: Optional[int],
                  spec: BufferSpec, env_name: str, views: BufferViews):
         super().__init__(policy, request, device, noise, fallback, spec, env_name)
         trial, slots = request.trial, request.slots
@@ -109,7 +109,7 @@ class RecurrentActionFunction(ActionFunction):
         else:
             inputs = obs.reshape(S, -1)
         state = self.state
-        seed = self.fallback_seed + t
+        seed = None if self.fallback_seed is None else self.fallback_seed + t
         K, B = self.num_tasks, self.batch_size
         if self.task_batches:
             distribution, next_state = self.policy.step(inputs.view(K, B, -1), state.view(K, B, *state.shape[1:]))
@@ -125,7 +125,7 @@ class RecurrentActionFunction(ActionFunction):
                 distribution, task_state = self.policy.step(inputs[rows].clone() if k else inputs[rows],
                                                             state[rows].clone() if k else state[rows])
                 self._check_shape(distribution, B, t, k)
-                part = self._shaped(actions_from_noise(distribution, noise[rows], seed + self.first_task + k,
+                part = self._shaped(actions_from_noise(distribution, noise[rows], task_seed(seed, self.first_task + k),
                                                        self.mode), B)
                 parts.append(part)
                 lps.append(_log_prob(distribution, part, (B,), self.spec.discrete))

@@ -4,7 +4,8 @@
 demand: a task ``{"value": v, "length": n}`` gives observations
 ``[v, t, torch_loaded]`` and terminates after ``n`` steps; ``"fail"`` makes
 ``reset_task`` or ``step`` raise, ``"kill_at"`` makes the process SIGKILL
-itself at that step, ``"sleep"`` makes every step take that many seconds.
+itself at that step (``"kill_once": path`` at step 2, unless ``path``
+exists, which it then creates), ``"sleep"`` makes every step take that many seconds.
 """
 
 import os
@@ -44,6 +45,10 @@ class ProbeEnv(gym.Env):
         if self.task.get("fail") == "step" and self.t == 2:
             raise RuntimeError("ProbeEnv was told to fail in step")
         if self.task.get("kill_at") == self.t:
+            os.kill(os.getpid(), signal.SIGKILL)
+        marker = self.task.get("kill_once")
+        if marker and self.t == 2 and not os.path.exists(marker):
+            open(marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
         if self.task.get("sleep"):
             time.sleep(self.task["sleep"])

@@ -291,6 +291,32 @@ def test_every_actor_dying_raises_naming_them_and_the_next_call_starts_afresh(cl
         assert [int(b.lengths[0]) for b in episodes] == [5, 5, 5]
 
 
+def test_a_childenv_lost_inside_a_live_actor_reruns_its_group_and_twice_is_raised(cluster, tmp_path):
+    marker = str(tmp_path / "killed")
+    tasks = [{"value": float(k), "length": 5} for k in range(3)]
+
+    def make(**kwargs):
+        return MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1, hidden_sizes=(8,)), None, env_fn=make_probe_env,
+                                seed=5, **kwargs)
+
+    torch.manual_seed(0)
+    with make(num_workers=1) as sampler:  # the envs in a ChildEnv process, as in the actors
+        expected = [sampler.rollout(tasks)]
+    torch.manual_seed(0)
+    with make(backend="ray", ray_actors=3, num_workers=1) as sampler:
+        pids = set(sampler.rollout_backend.worker_pids)
+        first = sampler.rollout(tasks[:2] + [dict(tasks[2], kill_once=marker)])
+        assert os.path.exists(marker) and sampler.backend_stats["reruns"] == 1
+        assert set(sampler.rollout_backend.worker_pids) == pids  # every actor still serves
+        # The same env killing its ChildEnv every time: raised, naming the actor; usable afterwards.
+        with pytest.raises(WorkerDiedError, match="Ray sampling actor"):
+            sampler.rollout([{"value": 0.0, "length": 5, "kill_at": 2}])
+        assert sampler.rollout(tasks[:1])[0].lengths.tolist() == [5, 5]
+    for a, b in zip(expected[0], first):
+        for name in ("observations", "actions", "rewards", "lengths"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
 def test_an_env_error_in_an_actor_is_the_local_worker_error(cluster):
     tasks = [{"value": 0.0, "length": 5}] * 3 + [{"value": 1.0, "length": 5, "fail": "step"}]
     with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,

@@ -17,7 +17,9 @@ is one remote call per actor, never one per step:
 Which actor runs which tasks cannot change a number: seeds and noise are
 functions of (seed, call, slot), and a task's actions of its own parameters
 and observations only (``rollout.actions.ActionFunction``). So an actor that dies
-mid-rollout has its group re-run on the survivors with the same result.
+mid-rollout has its group re-run on the survivors with the same result, and a
+group whose ChildEnv process died inside a live actor runs once more (a second
+death of that group's ChildEnvs is raised: the env itself kills them).
 """
 
 from __future__ import annotations
@@ -191,6 +193,7 @@ class RayBackend(RolloutBackend):
         idle = list(self.live)
         pending: Dict[Any, tuple] = {}
         results: Dict[int, Trajectories] = {}
+        died: set = set()  # groups (by first task) whose ChildEnv died once
 
         def dispatch():
             while queue and idle:
@@ -212,6 +215,17 @@ class RayBackend(RolloutBackend):
                     results[lo] = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:
                     cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+                    if isinstance(cause, WorkerDiedError) and lo not in died:
+                        # A ChildEnv process of a live actor died (killed, out of memory): a lost
+                        # process, as a lost actor is, so the group runs again, with the same bits,
+                        # on fresh ChildEnvs. Twice for one group is the env's doing: raised.
+                        died.add(lo)
+                        logger.warning("MultiTaskSampler: a ChildEnv process of %s died (%s); its tasks run again",
+                                       self.names[a], str(cause).splitlines()[0])
+                        queue.append((lo, hi))
+                        stats["reruns"] += 1
+                        idle.append(a)
+                        continue
                     raise _remote_error(cause, self.names[a], getattr(cause, "actor_traceback", "")) from exc
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
                         ray.exceptions.WorkerCrashedError) as exc:

@@ -91,6 +91,9 @@ def read_config_file(path: str | Path) -> dict:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: it is not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start}), so damaged or not a config file; restore it from a copy") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_Loader)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

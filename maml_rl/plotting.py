@@ -19,8 +19,19 @@ import numpy as np
 
 
 def load_metrics(path: str | Path) -> dict[str, np.ndarray]:
-    """The columns of a ``metrics.jsonl`` file as arrays (one row per iteration)."""
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The columns of a ``metrics.jsonl`` file as arrays (one row per iteration).
+
+    A last line cut short (no newline: the run was killed while writing it) is
+    not an iteration and is left out, as a resume leaves it out; any other line
+    that is not JSON raises :class:`json.JSONDecodeError`."""
+    text = Path(path).read_text()
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and not text.endswith("\n"):
+        try:
+            json.loads(lines[-1])
+        except json.JSONDecodeError:
+            lines.pop()
+    rows = [json.loads(line) for line in lines]
     if not rows:
         raise ValueError(f"{path} holds no metrics")
     return {key: np.array([row.get(key, np.nan) for row in rows], dtype=float) for key in rows[0]}

@@ -29,6 +29,10 @@ from maml_rl.results import file_sha256, read_record
 __all__ = ["ReportError", "Run", "distinct_runs", "find_run_folders", "load_run", "with_defaults"]
 
 
+# The files of a run folder besides config.json.
+RUN_FILES = ("metrics.jsonl", "policy.th", "checkpoint.pt", "results.npz")
+
+
 class ReportError(ValueError):
     """A run folder cannot be reported: the message says which file and what to do."""
 
@@ -65,6 +69,17 @@ def find_run_folders(paths: Sequence[str | Path]) -> list[Path]:
             found = [path]
         else:
             found = sorted(p.parent for p in path.glob("*/config.json"))
+            held = [name for name in RUN_FILES if (path / name).exists()]
+            if held:
+                # A run that lost its config.json: skipping it would leave its seed out of the figures.
+                raise ReportError(f"{path}: holds {', '.join(held)} but no config.json, so it cannot be read as a "
+                                  "run; restore it (python train.py --output-folder FOLDER --resume rewrites it from "
+                                  "checkpoint.pt), or move the folder out of those you report")
+            lost = sorted(p.parent for p in path.glob("*/metrics.jsonl") if not (p.parent / "config.json").exists())
+            if lost:
+                raise ReportError(f"{lost[0]}: holds a run's metrics.jsonl but no config.json, so its seed would be "
+                                  "left out of the figures; restore it (python train.py --output-folder "
+                                  f"{lost[0]} --resume rewrites it from checkpoint.pt), or move the folder away")
             if not found:
                 raise ReportError(f"{path}: neither a run folder (no config.json) nor a folder of run folders")
         for folder in found:

@@ -25,6 +25,7 @@ from maml_rl.runs import (
     check_writable,
     episode_stats,
     load_checkpoint,
+    read_checkpoint,
     prepare_output_folder,
     resolve_device,
     resolve_run_config,
@@ -62,6 +63,8 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
         print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
     device = resolve_device(device)
     env = build_env(config, overridden_env_kwargs(overrides))
+    # A damaged checkpoint is refused before config.json is rewritten: a refusal changes no file.
+    saved_state = read_checkpoint(output / CHECKPOINT_FILE) if has_checkpoint else None
 
     prepare_output_folder(output, fresh=not has_checkpoint)
     atomic_write_json(config, output / CONFIG_FILE)
@@ -86,7 +89,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
         restored = False
         if has_checkpoint:
             start, counters, restored = load_checkpoint(
-                output / CHECKPOINT_FILE, config=config, policy=policy, baseline=baseline, sampler=sampler,
+                output / CHECKPOINT_FILE, state=saved_state, config=config, policy=policy, baseline=baseline, sampler=sampler,
                 metalearner=metalearner, monitors=monitors)
         num_batches = config["num-batches"]
         if start >= num_batches:

@@ -185,15 +185,17 @@ def load_checkpoint(
     sampler: Any,
     metalearner: Any = None,
     monitors: Mapping[str, Any] | None = None,
+    state: Mapping[str, Any] | None = None,
 ) -> Resumed:
     """Restore the state saved by :func:`save_checkpoint` into the given objects.
 
     Restores the random generators too, so call it last, just before the loop.
 
     :param monitors: objects with a ``load_state_dict()``, by the names given to :func:`save_checkpoint`.
+    :param state: the checkpoint as :func:`read_checkpoint` read it (read from ``path`` when ``None``).
     :raises ConfigError: the checkpoint belongs to another configuration.
     """
-    state = read_checkpoint(path)
+    state = read_checkpoint(path) if state is None else state
     # Resolved again so that a key added since (with its default) is not a change.
     saved = validate_config(state["config"], source=str(path))
     differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)

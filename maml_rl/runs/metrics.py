@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
+from maml_rl.config import ConfigError
 from maml_rl.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
 
 __all__ = ["MetricsLogger", "carries_success", "episode_stats", "logged_rows", "mean_returns", "success_rates"]
@@ -80,13 +81,22 @@ def logged_rows(folder: str | Path) -> list[dict]:
     """The complete rows of a run's ``metrics.jsonl``, in order (none without the file).
 
     A line cut short when the run was killed, or one that is not a JSON
-    object, is skipped: it is not a logged iteration.
+    object, is skipped: it is not a logged iteration. A file that is not
+    text at all is damaged, not cut short: refused, so that nothing rewrites it.
+
+    :raises ConfigError: the file is not UTF-8 text.
     """
     path = Path(folder) / METRICS_FILE
     if not path.exists():
         return []
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): damaged, not a file train.py wrote or "
+            "cut short. Restore it from a copy, or move it away to go on without its logged rows") from None
     rows = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:

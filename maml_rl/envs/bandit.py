@@ -29,7 +29,9 @@ class _BanditEnv(MetaEnv, gym.Env):
             raise ValueError(f"A bandit needs at least one arm, got k={k}.")
         self.k = k
         self.action_space = spaces.Discrete(k)
-        self.observation_space = spaces.Box(low=0.0, high=0.0, shape=(1,), dtype=np.float32)
+        # The observation is always 0; a [0, 1] box rather than [0, 0], which gymnasium's env checker
+        # flags as degenerate on every make().
+        self.observation_space = spaces.Box(low=0.0, high=1.0, shape=(1,), dtype=np.float32)
         if task is None:
             task = {"mean": np.full(k, 0.5)}
         self.reset_task(task)

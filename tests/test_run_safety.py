@@ -238,6 +238,37 @@ def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp
     assert_same_policy(load_policy(folder), load_policy(reference))
 
 
+def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(reference, tmp_path, capsys):
+    """A checkpoint written before it kept the monitors' state still resumes: the windowed metrics are
+    replayed from metrics.jsonl, which, complete, gives the uninterrupted run's values."""
+    from maml_rl.runs.checkpoints import read_checkpoint
+    from maml_rl.runs.files import atomic_save
+
+    folder = tmp_path / "run"
+    run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
+    state = read_checkpoint(folder / "checkpoint.pt")
+    del state["monitors"]
+    atomic_save(state, folder / "checkpoint.pt")
+    run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    uninterrupted = [json.loads(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == [0, 1, 2]
+    for key in ("return_after_mean10", "gain_lost", "return_after"):
+        assert rows[2][key] == uninterrupted[2][key], key
+    assert_same_policy(load_policy(folder), load_policy(reference))
+    # With rows lost as well, the replay can only see what is left, and says so.
+    other = tmp_path / "run2"
+    run(write_config(tmp_path), other, "--seed", "7", "--num-batches", "2")
+    state = read_checkpoint(other / "checkpoint.pt")
+    del state["monitors"]
+    atomic_save(state, other / "checkpoint.pt")
+    (other / "metrics.jsonl").unlink()
+    capsys.readouterr()
+    run(write_config(tmp_path), other, "--resume", "--num-batches", "3")
+    assert "predates the saved state of return_after_mean10 and gain_lost" in capsys.readouterr().err
+    assert_same_policy(load_policy(other), load_policy(reference))
+
+
 def test_files_are_read_without_the_pickle_protocol_warning(tmp_path):
     """torch warned "Detected pickle protocol 4 in the checkpoint" when test.py --policy was given a plain
     pickle (then refused). maml_rl writes protocol 2, the only one torch's weights-only reader reads in full;

@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     batch_size = args.fast_batch_size or config["fast-batch-size"]
 
     policy = make_policy(config, env)
-    recurrent = getattr(METALEARNERS[config["algorithm"]], "recurrent", False)
+    recurrent = METALEARNERS[config["algorithm"]].recurrent
     try:
         policy.load_state_dict(state_dict)
     except (RuntimeError, KeyError) as exc:

@@ -180,15 +180,14 @@ def validate_config(raw: Mapping[str, Any], source: str = "config", set_keys: It
 
         # Shared keys an algorithm has no use for: their default is accepted (resolved
         # configs list every key), another value would be silently ignored.
-        unused = getattr(METALEARNERS[algorithm], "unused_shared_keys", {})
+        unused = METALEARNERS[algorithm].unused_shared_keys
         for key, why in unused.items():
             if key in raw and key in config and config[key] != CONFIG_KEYS[key].default_value():
                 problems.append((key, f"{key}: {raw[key]!r} has no effect with algorithm {algorithm!r} ({why}); "
                                       f"remove the key"))
         # Keys that only make sense together: the meta-learner says which (before any work starts).
-        together = getattr(METALEARNERS[algorithm], "config_problems", None)
-        if together is not None and not problems:
-            problems.extend((None, problem) for problem in together(config))
+        if not problems:
+            problems.extend((None, problem) for problem in METALEARNERS[algorithm].config_problems(config))
     if "env-name" in config:
         problem = _check_env_id(config["env-name"])
         if problem:

@@ -231,7 +231,7 @@ SHARED_KEYS: tuple[Hyperparameter, ...] = (
                    "Discount factor of returns and advantages; left out, the same default as the Python API "
                    "(every shipped config gives it)."),
     Hyperparameter("gae-lambda", float, 1.0, number(0.0, 1.0),
-                   "GAE lambda; 1 gives Monte-Carlo returns minus the baseline."),
+                   "GAE lambda; 1 gives Monte-Carlo returns minus the baseline.", argument="gae_lambda"),
     Hyperparameter("hidden-sizes", list, REQUIRED, Check(_hidden_sizes, "a list of integers >= 1, e.g. [64, 64]"),
                    "Widths of the policy's hidden layers."),
     Hyperparameter("nonlinearity", str, REQUIRED, Check(_nonlinearity, "an activation name such as tanh or relu"),

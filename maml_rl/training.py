@@ -23,14 +23,13 @@ from maml_rl.runs import (
     atomic_save,
     atomic_write_json,
     check_writable,
-    episode_stats,
+    batch_stats,
     load_checkpoint,
     read_checkpoint,
     prepare_output_folder,
     resolve_device,
     resolve_run_config,
     save_checkpoint,
-    trial_stats,
 )
 from maml_rl.runs.decline import DeclineMonitor
 from maml_rl.runs.stall import StallMonitor
@@ -112,21 +111,11 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                 # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
                 start_time = time.perf_counter()
                 tasks = sampler.sample_tasks(config["meta-batch-size"])
-                if getattr(metalearner, "recurrent", False):
-                    # RL²: trials of several episodes per task, the policy adapting in its state.
-                    trials = metalearner.sample(sampler, tasks, config["gamma"], device)
-                    sampled_time = time.perf_counter()
-                    logs = metalearner.step(trials)
-                    stats = trial_stats(trials)
-                else:
-                    train_episodes, valid_episodes = sampler.sample(
-                        tasks, inner_loop=metalearner.inner_loop,
-                        gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
-                    )
-                    sampled_time = time.perf_counter()
-                    # Outer loop: one TRPO step on the loss of the adapted policies.
-                    logs = metalearner.step(train_episodes, valid_episodes)
-                    stats = episode_stats(train_episodes, valid_episodes)
+                # The learner's own sampling (MAML: sample, adapt, sample again; RL²: trials), then its update.
+                batch = metalearner.sample(sampler, tasks, config["gamma"], device)
+                sampled_time = time.perf_counter()
+                logs = metalearner.update(batch)
+                stats = batch_stats(batch)
                 optimized_time = time.perf_counter()
 
                 counters["total_env_steps"] += stats["env_steps"]

@@ -282,5 +282,5 @@ def test_constructor_defaults_are_the_declared_ones():
     values = {"fast_lr": learner.fast_lr, "num_steps": learner.num_steps, "averaging": learner.averaging,
               "first_order": learner.first_order, "max_kl": learner.max_kl, "cg_iters": learner.cg_iters,
               "cg_damping": learner.cg_damping, "ls_max_steps": learner.ls_max_steps,
-              "ls_backtrack_ratio": learner.ls_backtrack_ratio}
+              "ls_backtrack_ratio": learner.ls_backtrack_ratio, "gae_lambda": learner.gae_lambda}
     assert values == {argument: h.default for argument, h in declared.items()}

@@ -7,17 +7,17 @@ from typing import Any, Mapping
 import torch
 
 from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError
+from maml_rl.metalearners.gradient import AdaptationBatch, GradientMetaLearner
 from maml_rl.metalearners.maml_trpo import MAMLTRPO
 from maml_rl.metalearners.promp import ProMP
 from maml_rl.metalearners.rl2_ppo import RL2PPO
-from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Policy
 
-__all__ = ["METALEARNERS", "MAMLTRPO", "MetaLearner", "ProMP", "RL2PPO", "StaleEpisodesError", "make_metalearner",
-           "make_policy"]
+__all__ = ["METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "ProMP", "RL2PPO",
+           "StaleEpisodesError", "make_metalearner", "make_policy"]
 
 #: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line.
-METALEARNERS: dict[str, type] = {
+METALEARNERS: dict[str, type[MetaLearner]] = {
     "maml-trpo": MAMLTRPO,
     "promp": ProMP,
     "rl2-ppo": RL2PPO,
@@ -25,11 +25,8 @@ METALEARNERS: dict[str, type] = {
 
 
 def make_policy(config: Mapping[str, Any], env: Any) -> torch.nn.Module:
-    """The policy a configuration's algorithm trains: a GRU policy for RL², else the MLP for the env's spaces."""
-    learner = METALEARNERS[config["algorithm"]]
-    if hasattr(learner, "make_policy"):
-        return learner.make_policy(env, config)
-    return get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
+    """The policy a configuration's algorithm trains (:meth:`MetaLearner.make_policy`)."""
+    return METALEARNERS[config["algorithm"]].make_policy(env, config)
 
 
 def make_metalearner(config: Mapping[str, Any], policy: Policy, device: str | torch.device = "cpu") -> MetaLearner:

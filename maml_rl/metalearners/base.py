@@ -1,4 +1,4 @@
-"""What every gradient-based meta-learner provides, and the check that its data is on-policy."""
+"""What every meta-learner provides, and the check that its data is on-policy."""
 
 from __future__ import annotations
 
@@ -8,17 +8,12 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
-from maml_rl.adaptation import InnerLoop
 from maml_rl.episodes import BatchEpisodes
 from maml_rl.hyperparameters import SHARED_KEYS, Hyperparameter
-from maml_rl.policies.policy import Params, Policy
+from maml_rl.policies.factory import get_policy_for_env
+from maml_rl.policies.policy import Params
 
-__all__ = ["MetaLearner", "StaleEpisodesError", "StepLogs", "TrainEpisodes", "ValidEpisodes"]
-
-#: ``train_episodes[step][task]``: the episodes gathered before inner step ``step``.
-TrainEpisodes = Sequence[Sequence[BatchEpisodes]]
-#: ``valid_episodes[task]``: the episodes gathered after the last inner step.
-ValidEpisodes = Sequence[BatchEpisodes]
+__all__ = ["MetaLearner", "StaleEpisodesError", "StepLogs"]
 #: What :meth:`MetaLearner.step` reports: scalars by name (losses, KL, timings...).
 StepLogs = dict[str, "float | int | bool"]
 
@@ -28,26 +23,39 @@ class StaleEpisodesError(ValueError):
 
 
 class MetaLearner(ABC):
-    """A gradient-based meta-learner: adapts per task with :attr:`inner_loop`, then updates the policy.
+    """Every meta-learner: it samples its own batch from the sampler, then updates its policy.
+
+    ``train.py``, ``test.py`` and the seed runner call only what is declared
+    here, whatever the algorithm:
+
+    * :meth:`make_policy` builds the policy a configuration trains;
+    * :meth:`sample` gathers one iteration's batch with the sampler's rollout
+      primitives (MAML's sample-adapt-sample, RL²'s trials);
+    * :meth:`update` takes one meta-update from that batch and returns what to log;
+    * :meth:`state_dict` / :meth:`load_state_dict` hold what a resume needs
+      besides the policy (an optimiser's moments), nothing by default.
 
     A new algorithm is a subclass in its own file, added to
     :data:`maml_rl.metalearners.METALEARNERS` under the name config files use
     (the ``algorithm`` key), with its own configuration keys declared in
-    :data:`maml_rl.hyperparameters.ALGORITHM_KEYS` under the same name and
-    set as its :attr:`hyperparameters`; ``train.py`` needs no change.
+    :data:`maml_rl.hyperparameters.ALGORITHM_KEYS` under the same name and set
+    as its :attr:`hyperparameters`; ``train.py`` needs no change. Gradient-based
+    ones derive from :class:`~maml_rl.metalearners.gradient.GradientMetaLearner`.
 
     :ivar policy: the meta-trained policy.
-    :ivar inner_loop: the adaptation, shared with the sampler
-        (``sampler.sample(tasks, inner_loop=learner.inner_loop)``).
     """
 
     #: The configuration keys of this algorithm only (the shared ones apply to every algorithm).
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = ()
-    policy: Policy
-    inner_loop: InnerLoop
+    #: Shared keys this algorithm has no use for, with why: refused at any value but their default.
+    unused_shared_keys: ClassVar[dict[str, str]] = {}
+    #: Whether the policy adapts in its recurrent state over trials (RL²) rather than by gradient steps.
+    recurrent: ClassVar[bool] = False
+    policy: torch.nn.Module
 
     @classmethod
-    def from_config(cls, policy: Policy, config: Mapping[str, Any], device: str | torch.device = "cpu") -> "MetaLearner":
+    def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],
+                    device: str | torch.device = "cpu") -> "MetaLearner":
         """Build from a validated configuration (:func:`maml_rl.config.validate_config`).
 
         Every shared key and every key of :attr:`hyperparameters` that declares an
@@ -56,43 +64,32 @@ class MetaLearner(ABC):
         keys = (*SHARED_KEYS, *cls.hyperparameters)
         return cls(policy, device=device, **{h.argument: config[h.key] for h in keys if h.argument is not None})
 
-    @property
-    def fast_lr(self) -> float:
-        """The inner loop's step size."""
-        return self.inner_loop.fast_lr
+    @staticmethod
+    def make_policy(env: Any, config: Mapping[str, Any]) -> torch.nn.Module:
+        """The policy a configuration trains: by default the MLP for the env's spaces."""
+        return get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
 
-    @property
-    def num_steps(self) -> int:
-        """The inner loop's number of gradient steps."""
-        return self.inner_loop.num_steps
-
-    @property
-    def averaging(self) -> str:
-        """How the losses weigh a task's steps, ``"step"`` or ``"episode"``."""
-        return self.inner_loop.averaging
-
-    def check_episodes(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes | None) -> int:
-        """The number of tasks, once the episodes are known to fit :attr:`num_steps` and to cover the same tasks.
-
-        :raises ValueError: saying what does not fit.
-        """
-        if len(train_episodes) != self.num_steps:
-            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}: "
-                             f"give the learner the sampler's number of steps, "
-                             f"{type(self).__name__}(policy, num_steps=...)")
-        num_tasks = len(train_episodes[0])
-        if any(len(step) != num_tasks for step in train_episodes) or \
-                (valid_episodes is not None and len(valid_episodes) != num_tasks):
-            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
-        return num_tasks
+    @staticmethod
+    def config_problems(config: Mapping[str, Any]) -> list[str]:
+        """What is wrong with a resolved configuration's keys taken together (nothing by default)."""
+        return []
 
     @abstractmethod
-    def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> "OrderedDict[str, torch.Tensor]":
-        """Every task's adapted parameters, stacked ``[K, ...]``, from ``train_episodes[step][task]``."""
+    def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float, device: str | torch.device = "cpu") -> Any:
+        """One iteration's batch for :meth:`update`, gathered on ``tasks`` with ``sampler``."""
 
     @abstractmethod
-    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> StepLogs:
-        """One meta-update of :attr:`policy` from one batch of tasks; returns what to log."""
+    def update(self, batch: Any) -> StepLogs:
+        """One meta-update of :attr:`policy` from what :meth:`sample` returned; returns what to log."""
+
+    def state_dict(self) -> dict:
+        """What a resume needs besides the policy (nothing unless the algorithm keeps state)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        if state:
+            raise ValueError(f"{type(self).__name__} keeps no state, but got {sorted(state)}")
 
 
 def recorded_params(episodes: Sequence[BatchEpisodes], names: Sequence[str]) -> "OrderedDict[str, torch.Tensor] | None":

@@ -18,14 +18,8 @@ from maml_rl.episodes import TaskBatch
 from maml_rl.hyperparameters import DEFAULTS, MAML_TRPO_KEYS
 from maml_rl.legacy import trpo as legacy_trpo
 from maml_rl.losses import mean_kl, surrogate_loss
-from maml_rl.metalearners.base import (
-    MetaLearner,
-    StepLogs,
-    TrainEpisodes,
-    ValidEpisodes,
-    check_same_params,
-    recorded_params,
-)
+from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params
+from maml_rl.metalearners.gradient import GradientMetaLearner, TrainEpisodes, ValidEpisodes
 from maml_rl.metalearners.meta_graph import CURVATURES, MetaGraph
 from maml_rl.policies.policy import Params, Policy, expand_params
 from maml_rl.utils.optimization import conjugate_gradient
@@ -58,7 +52,7 @@ class _SearchDirection:
     time_cg: float
 
 
-class MAMLTRPO(MetaLearner):
+class MAMLTRPO(GradientMetaLearner):
     """Model-Agnostic Meta-Learning with TRPO as the outer optimiser.
 
     Inner loop: ``num_steps`` REINFORCE gradient steps of size ``fast_lr`` per task
@@ -84,9 +78,11 @@ class MAMLTRPO(MetaLearner):
     :param cg_damping: damping added to the KL Hessian.
     :param ls_max_steps: maximum number of line-search steps.
     :param ls_backtrack_ratio: step shrink factor between line-search steps.
+    :param gae_lambda: GAE's lambda for the advantages of the episodes :meth:`sample` gathers.
     """
 
     hyperparameters = MAML_TRPO_KEYS
+    title = "MAML-TRPO"
 
     def __init__(
         self,
@@ -103,6 +99,7 @@ class MAMLTRPO(MetaLearner):
         cg_damping: float = DEFAULTS.cg_damping,
         ls_max_steps: int = DEFAULTS.ls_max_steps,
         ls_backtrack_ratio: float = DEFAULTS.ls_backtrack_ratio,
+        gae_lambda: float = DEFAULTS.gae_lambda,
     ) -> None:
         if isinstance(num_steps, bool):  # pytorch-maml-rl's order: (policy, fast_lr, first_order, device)
             num_steps, first_order, device = legacy_trpo.reference_positional_order(num_steps, first_order, device,
@@ -110,18 +107,9 @@ class MAMLTRPO(MetaLearner):
         if not isinstance(first_order, (bool, np.bool_)):
             raise TypeError(f"first_order must be a bool, got {first_order!r} (the arguments are MAMLTRPO(policy, "
                             "fast_lr, num_steps, first_order, device, ...))")
-        if getattr(policy, "is_recurrent", False):
-            raise TypeError(f"MAML-TRPO adapts a feed-forward policy's parameters; {type(policy).__name__} is "
-                            "recurrent: train it with RL2PPO (algorithm: rl2-ppo)")
-        if not getattr(policy, "supports_batched_params", False):
-            raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
         if curvature not in CURVATURES:
             raise ValueError(f"curvature must be 'auto' or 'autograd', got {curvature!r}")
-        if num_steps < 1:
-            raise ValueError(f"MAML needs num_steps >= 1 inner steps, got {num_steps!r}")
-        self.device = torch.device(device)
-        self.policy = policy.to(self.device)
-        self.inner_loop = InnerLoop(fast_lr=fast_lr, num_steps=num_steps, averaging=averaging)
+        self._setup(policy, device, fast_lr, num_steps, averaging, gae_lambda)
         self.first_order = bool(first_order)
         self.curvature = curvature
         self.max_kl = float(max_kl)
@@ -233,8 +221,7 @@ class MAMLTRPO(MetaLearner):
 
         # Surrogate loss, its gradient, and the natural-gradient direction by conjugate gradient.
         search = self._search_direction(train_batches, valid, behaviour, valid_episodes[0].inner_loop)
-        if not math.isfinite(search.loss):
-            raise RuntimeError(f"the surrogate loss is not finite ({search.loss}); check the episodes' advantages")
+        self.check_finite(search.loss, "the surrogate loss")
         t_search = time.perf_counter()
 
         # Backtracking line search from the step whose quadratic KL model reaches max_kl.

@@ -29,18 +29,12 @@ from typing import Any, Mapping
 import torch
 from torch.distributions import Distribution
 
-from maml_rl.adaptation import InnerLoop, inner_step, meta_parameters
+from maml_rl.adaptation import inner_step, meta_parameters
 from maml_rl.episodes import TaskBatch
 from maml_rl.hyperparameters import DEFAULTS, PROMP_KEYS
 from maml_rl.losses import _flat_observations, clipped_surrogate_loss, mean_kl
-from maml_rl.metalearners.base import (
-    MetaLearner,
-    StepLogs,
-    TrainEpisodes,
-    ValidEpisodes,
-    check_same_params,
-    recorded_params,
-)
+from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params
+from maml_rl.metalearners.gradient import GradientMetaLearner, TrainEpisodes, ValidEpisodes
 from maml_rl.policies.policy import Params, Policy, expand_params
 from maml_rl.utils.torch_utils import detach_distribution
 
@@ -56,7 +50,7 @@ def adapt_kl_coefficient(coefficient: float, kl: float, target: float) -> float:
     return coefficient
 
 
-class ProMP(MetaLearner):
+class ProMP(GradientMetaLearner):
     """ProMP's meta-learner: LVC inner steps, then Adam on the clipped objective with an inner KL penalty.
 
     :param policy: policy supporting stacked per-task parameters.
@@ -78,9 +72,11 @@ class ProMP(MetaLearner):
         first within the limit is kept. 0, or none within it: the step is undone, parameters and
         moments. Undoing alone can freeze a run: the moments that made the step come back unchanged,
         and every later iteration's first step goes past the limit again.
+    :param gae_lambda: GAE's lambda for the advantages of the episodes :meth:`sample` gathers.
     """
 
     hyperparameters = PROMP_KEYS
+    title = "ProMP"
 
     @staticmethod
     def config_problems(config: Mapping[str, Any]) -> list[str]:
@@ -106,14 +102,8 @@ class ProMP(MetaLearner):
         adaptive_inner_kl: bool = DEFAULTS.adaptive_inner_kl,
         outer_kl_limit: float | None = DEFAULTS.outer_kl_limit,
         outer_kl_backtracks: int = DEFAULTS.outer_kl_backtracks,
+        gae_lambda: float = DEFAULTS.gae_lambda,
     ) -> None:
-        if getattr(policy, "is_recurrent", False):
-            raise TypeError(f"ProMP adapts a feed-forward policy's parameters; {type(policy).__name__} is "
-                            "recurrent: train it with RL2PPO (algorithm: rl2-ppo)")
-        if not getattr(policy, "supports_batched_params", False):
-            raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
-        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"ProMP needs num_steps >= 1 inner steps, got {num_steps!r}")
         if isinstance(outer_steps, bool) or not isinstance(outer_steps, int) or outer_steps < 1:
             raise ValueError(f"outer_steps must be an int >= 1, got {outer_steps!r}")
         positive = [("outer_lr", outer_lr), ("outer_clip", outer_clip), ("inner_kl_target", inner_kl_target)]
@@ -130,9 +120,7 @@ class ProMP(MetaLearner):
                              "which is not set: set outer-kl-limit too, or leave outer-kl-backtracks at 0")
         if not (isinstance(inner_kl_coef, (int, float)) and math.isfinite(inner_kl_coef) and inner_kl_coef >= 0):
             raise ValueError(f"inner_kl_coef must be a finite number >= 0, got {inner_kl_coef!r}")
-        self.device = torch.device(device)
-        self.policy = policy.to(self.device)
-        self.inner_loop = InnerLoop(fast_lr=fast_lr, num_steps=num_steps, averaging=averaging, objective="lvc")
+        self._setup(policy, device, fast_lr, num_steps, averaging, gae_lambda, objective="lvc")
         self.outer_steps = outer_steps
         self.outer_clip = float(outer_clip)
         self.inner_kl_target = float(inner_kl_target)
@@ -226,8 +214,7 @@ class ProMP(MetaLearner):
         parameters = [p for _, p in meta_parameters(self.policy)]
         total, surrogate, kls, pi, log_ratio = objective()
         loss_before = surrogate.item()
-        if not math.isfinite(total.item()):
-            raise RuntimeError(f"ProMP's objective is not finite ({total.item()}); check the episodes' advantages")
+        self.check_finite(total.item(), "ProMP's objective")
         # The ratios before the last Adam step taken (the start's if none was), for the clip fraction.
         last_step_ratios, steps_taken, scale = log_ratio.detach(), 0, 1.0
         while steps_taken < self.outer_steps:

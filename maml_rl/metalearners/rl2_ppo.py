@@ -33,14 +33,14 @@ from gymnasium import spaces
 
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
-from maml_rl.metalearners.base import StaleEpisodesError, StepLogs
+from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
 from maml_rl.trials import TrialBatch
 
 __all__ = ["RL2PPO"]
 
 
-class RL2PPO:
+class RL2PPO(MetaLearner):
     """RL² trained with PPO on trials from ``MultiTaskSampler.rollout_trials``.
 
     :param policy: a recurrent policy with ``forward_trials(inputs, state, chunk)``
@@ -51,7 +51,7 @@ class RL2PPO:
     so a key left out means the same in a config file and in a call.
     """
 
-    #: Trials, not per-task adaptation: ``train.py`` samples with ``rollout_trials``.
+    #: Trials, not per-task adaptation: :meth:`sample` uses ``rollout_trials``.
     recurrent: ClassVar[bool] = True
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = RL2_PPO_KEYS
     #: Shared keys of gradient adaptation, refused at any value but their default.
@@ -119,10 +119,14 @@ class RL2PPO:
                          nonlinearity=config["nonlinearity"], categorical=discrete,
                          head=config.get("action-head", DEFAULTS.action_head))
 
-    def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float, device) -> list[TrialBatch]:
+    def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
+               device: str | torch.device = "cpu") -> list[TrialBatch]:
         """This iteration's trials, as :meth:`step` needs them."""
         return sampler.rollout_trials(tasks, self.episodes_per_trial, reward_scale=self.reward_scale,
                                       chunk=self.bptt_chunk, gamma=gamma, device=device)
+
+    def update(self, batch: Sequence[TrialBatch]) -> StepLogs:
+        return self.step(batch)
 
     def step(self, trials: Sequence[TrialBatch]) -> StepLogs:
         """PPO epochs on one iteration's trials; returns what to log."""

@@ -37,6 +37,7 @@ from maml_rl.runs.files import (
 )
 from maml_rl.runs.metrics import (
     MetricsLogger,
+    batch_stats,
     carries_success,
     episode_stats,
     logged_rows,
@@ -60,6 +61,7 @@ __all__ = [
     "atomic_write_json",
     "carries_success",
     "check_writable",
+    "batch_stats",
     "episode_stats",
     "trial_stats",
     "load_checkpoint",

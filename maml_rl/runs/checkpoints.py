@@ -59,7 +59,7 @@ def save_checkpoint(
     baseline: torch.nn.Module,
     sampler: Any,
     counters: Mapping[str, Any],
-    metalearner: Any = None,
+    metalearner: Any,
     monitors: Mapping[str, Any] | None = None,
 ) -> None:
     """Write, atomically, everything a resumed run needs to continue exactly.
@@ -79,8 +79,8 @@ def save_checkpoint(
             "sampler": sampler.state_dict(),
             "rng": _rng_state(),
             "counters": dict(counters),
-            # A meta-learner with state of its own (RL²-PPO's optimiser).
-            **({"metalearner": metalearner.state_dict()} if hasattr(metalearner, "state_dict") else {}),
+            # A meta-learner with state of its own (an optimiser's moments); none is no key, as before.
+            **({"metalearner": learner_state} if (learner_state := metalearner.state_dict()) else {}),
             "monitors": {name: monitor.state_dict() for name, monitor in (monitors or {}).items()},
         },
         path,
@@ -183,7 +183,7 @@ def load_checkpoint(
     policy: torch.nn.Module,
     baseline: torch.nn.Module,
     sampler: Any,
-    metalearner: Any = None,
+    metalearner: Any,
     monitors: Mapping[str, Any] | None = None,
     state: Mapping[str, Any] | None = None,
 ) -> Resumed:
@@ -204,7 +204,7 @@ def load_checkpoint(
     policy.load_state_dict(state["policy"])
     baseline.load_state_dict(state["baseline"])
     sampler.load_state_dict(state["sampler"])
-    if hasattr(metalearner, "load_state_dict"):
+    if "metalearner" in state or metalearner.state_dict():
         if "metalearner" not in state:
             raise ConfigError(f"{path} holds no state of the meta-learner {type(metalearner).__name__}; "
                               "start the run again with --overwrite")

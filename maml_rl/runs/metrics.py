@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from maml_rl.config import ConfigError
+from maml_rl.trials import TrialBatch
 from maml_rl.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
 
 __all__ = ["MetricsLogger", "carries_success", "episode_stats", "logged_rows", "mean_returns", "success_rates"]
@@ -75,6 +76,18 @@ def trial_stats(trials: Sequence[Any]) -> dict[str, float]:
             stats[f"success_episode_{i}"] = value
         stats["success_before"], stats["success_after"] = rates[0], rates[-1]
     return stats
+
+
+def batch_stats(batch: Any) -> dict[str, float]:
+    """What ``train.py`` logs of one iteration's batch, as a meta-learner's ``sample`` returned it:
+    :func:`trial_stats` of trials, :func:`episode_stats` of ``(train_episodes, valid_episodes)``."""
+    if isinstance(batch, Sequence) and batch and all(isinstance(b, TrialBatch) for b in batch):
+        return trial_stats(batch)
+    if isinstance(batch, tuple) and len(batch) == 2:
+        train_episodes, valid_episodes = batch
+        return episode_stats(train_episodes, valid_episodes)
+    raise TypeError(f"a meta-learner's sample() returned a {type(batch).__name__}; train.py logs trials "
+                    "(TrialBatch per task) or an AdaptationBatch(train_episodes, valid_episodes)")
 
 
 def logged_rows(folder: str | Path) -> list[dict]:

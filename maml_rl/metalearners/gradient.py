@@ -1,0 +1,123 @@
+"""The gradient-based meta-learners' common part: the inner loop, its sampling, the shared checks."""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections import OrderedDict
+from typing import Any, ClassVar, NamedTuple, Sequence
+
+import numpy as np
+import torch
+
+from maml_rl.adaptation import InnerLoop
+from maml_rl.episodes import BatchEpisodes
+from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.metalearners.base import MetaLearner, StepLogs
+
+__all__ = ["AdaptationBatch", "GradientMetaLearner", "TrainEpisodes", "ValidEpisodes"]
+
+#: ``train_episodes[step][task]``: the episodes gathered before inner step ``step``.
+TrainEpisodes = Sequence[Sequence[BatchEpisodes]]
+#: ``valid_episodes[task]``: the episodes gathered after the last inner step.
+ValidEpisodes = Sequence[BatchEpisodes]
+
+
+class AdaptationBatch(NamedTuple):
+    """One iteration of a gradient-based meta-learner: ``train, valid = learner.sample(...)``."""
+
+    train: TrainEpisodes
+    valid: ValidEpisodes
+
+
+class GradientMetaLearner(MetaLearner):
+    """A meta-learner that adapts per task with gradient steps (:attr:`inner_loop`), then updates the policy.
+
+    :meth:`sample` rolls out each task, adapts, and rolls out again with the
+    adapted parameters; :meth:`step` takes ``(train_episodes, valid_episodes)``.
+
+    :ivar inner_loop: the adaptation, the same function the sampling adapts with.
+    :ivar gae_lambda: GAE's lambda for the advantages of the sampled episodes.
+    """
+
+    #: The algorithm's name in messages.
+    title: ClassVar[str] = "gradient-based meta-learner"
+    inner_loop: InnerLoop
+    gae_lambda: float = DEFAULTS.gae_lambda
+
+    def _setup(self, policy: torch.nn.Module, device: str | torch.device, fast_lr: float, num_steps: int,
+               averaging: str, gae_lambda: float, objective: str = "reinforce") -> None:
+        """The checks and attributes every gradient-based learner shares."""
+        name = self.title
+        if getattr(policy, "is_recurrent", False):
+            raise TypeError(f"{name} adapts a feed-forward policy's parameters; {type(policy).__name__} is "
+                            "recurrent: train it with RL2PPO (algorithm: rl2-ppo)")
+        if not getattr(policy, "supports_batched_params", False):
+            raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
+        if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+            raise ValueError(f"{name} needs num_steps >= 1 inner steps, got {num_steps!r}")
+        if isinstance(gae_lambda, bool) or not (isinstance(gae_lambda, (int, float)) and 0.0 <= gae_lambda <= 1.0):
+            raise ValueError(f"{name}: gae_lambda must be a number in [0, 1], got {gae_lambda!r}")
+        self.device = torch.device(device)
+        self.policy = policy.to(self.device)
+        self.inner_loop = InnerLoop(fast_lr=fast_lr, num_steps=num_steps, averaging=averaging, objective=objective)
+        self.gae_lambda = float(gae_lambda)
+
+    @property
+    def fast_lr(self) -> float:
+        """The inner loop's step size."""
+        return self.inner_loop.fast_lr
+
+    @property
+    def num_steps(self) -> int:
+        """The inner loop's number of gradient steps."""
+        return self.inner_loop.num_steps
+
+    @property
+    def averaging(self) -> str:
+        """How the losses weigh a task's steps, ``"step"`` or ``"episode"``."""
+        return self.inner_loop.averaging
+
+    def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
+               device: str | torch.device = "cpu", *, valid_actions: str = "sample") -> AdaptationBatch:
+        """Each task's episodes before every inner step and after the last, adapted with :attr:`inner_loop`.
+
+        ``valid_actions="mean"`` rolls out the adapted policies' most likely actions after
+        the last step (evaluation); such episodes cannot be given to :meth:`update`.
+        """
+        train, valid = sampler.sample(tasks, inner_loop=self.inner_loop, gamma=gamma, gae_lambda=self.gae_lambda,
+                                      device=device, valid_actions=valid_actions)
+        return AdaptationBatch(train, valid)
+
+    def update(self, batch: AdaptationBatch) -> StepLogs:
+        train, valid = batch
+        return self.step(train, valid)
+
+    def check_episodes(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes | None) -> int:
+        """The number of tasks, once the episodes are known to fit :attr:`num_steps` and to cover the same tasks.
+
+        :raises ValueError: saying what does not fit.
+        """
+        if len(train_episodes) != self.num_steps:
+            raise ValueError(f"expected train episodes for {self.num_steps} inner step(s), got {len(train_episodes)}: "
+                             f"give the learner the sampler's number of steps, "
+                             f"{type(self).__name__}(policy, num_steps=...)")
+        num_tasks = len(train_episodes[0])
+        if any(len(step) != num_tasks for step in train_episodes) or \
+                (valid_episodes is not None and len(valid_episodes) != num_tasks):
+            raise ValueError("every inner step needs train episodes for the same tasks as valid_episodes")
+        return num_tasks
+
+    @staticmethod
+    def check_finite(value: float, what: str) -> None:
+        """Refuse a non-finite loss before any parameter moves."""
+        if not math.isfinite(value):
+            raise RuntimeError(f"{what} is not finite ({value}); check the episodes' advantages")
+
+    @abstractmethod
+    def adapt(self, train_episodes: TrainEpisodes, first_order: bool | None = None) -> "OrderedDict[str, torch.Tensor]":
+        """Every task's adapted parameters, stacked ``[K, ...]``, from ``train_episodes[step][task]``."""
+
+    @abstractmethod
+    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> StepLogs:
+        """One meta-update of :attr:`policy` from one batch of tasks; returns what to log."""

@@ -141,11 +141,16 @@ def _read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
 def _read_results(path: Path, rerun: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict | None]:
     remedy = f"rerun {rerun}"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            after = np.asarray(data["valid_returns"], dtype=float)
-            before = np.asarray(data["train_returns"], dtype=float)
-            success = np.asarray(data["valid_success"], dtype=float) if "valid_success" in data.files else None
-            record = read_record(data)
+        # Opened here, so that it is closed even when np.load fails on a damaged file (it leaves its own open).
+        with open(path, "rb") as file:
+            data = np.load(file, allow_pickle=False)
+            if not hasattr(data, "files"):
+                raise ValueError("a single array, not the .npz archive of several")
+            with data:
+                after = np.asarray(data["valid_returns"], dtype=float)
+                before = np.asarray(data["train_returns"], dtype=float)
+                success = np.asarray(data["valid_success"], dtype=float) if "valid_success" in data.files else None
+                record = read_record(data)
     except (zipfile.BadZipFile, EOFError) as exc:
         raise _damaged(path, f"damaged or cut short, not the archive test.py writes ({exc})", remedy) from None
     except (OSError, ValueError, KeyError) as exc:

@@ -20,11 +20,17 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+
+if os.environ.get("MAML_RL_REQUIRE_STATS"):
+    import rliable  # noqa: F401  (CI installs the stats extra: missing, this fails instead of skipping)
+else:
+    pytest.importorskip("rliable")  # report.py's figures need it
 
 from maml_rl.config import ConfigError
 from conftest import write_small_config

@@ -69,17 +69,14 @@ def find_run_folders(paths: Sequence[str | Path]) -> list[Path]:
             found = [path]
         else:
             found = sorted(p.parent for p in path.glob("*/config.json"))
-            held = [name for name in RUN_FILES if (path / name).exists()]
-            if held:
-                # A run that lost its config.json: skipping it would leave its seed out of the figures.
-                raise ReportError(f"{path}: holds {', '.join(held)} but no config.json, so it cannot be read as a "
-                                  "run; restore it (python train.py --output-folder FOLDER --resume rewrites it from "
-                                  "checkpoint.pt), or move the folder out of those you report")
-            lost = sorted(p.parent for p in path.glob("*/metrics.jsonl") if not (p.parent / "config.json").exists())
-            if lost:
-                raise ReportError(f"{lost[0]}: holds a run's metrics.jsonl but no config.json, so its seed would be "
-                                  "left out of the figures; restore it (python train.py --output-folder "
-                                  f"{lost[0]} --resume rewrites it from checkpoint.pt), or move the folder away")
+            # A run that lost its config.json, given or among those given: skipping it would leave its seed
+            # out of the figures.
+            for folder in [path, *sorted(p for p in path.glob("*/") if not (p / "config.json").exists())]:
+                held = [name for name in RUN_FILES if (folder / name).exists()]
+                if held:
+                    raise ReportError(f"{folder}: holds a run's {held[0]} but no config.json, so its seed would be "
+                                      f"left out of the figures; restore it (python train.py --output-folder {folder} "
+                                      "--resume rewrites it from checkpoint.pt), or move the folder away")
             if not found:
                 raise ReportError(f"{path}: neither a run folder (no config.json) nor a folder of run folders")
         for folder in found:

@@ -240,7 +240,7 @@ class RayBackend(RolloutBackend):
                     stats["groups"][lo] = (hi, a)
                     idle.append(a)
             dispatch()
-        trajectories = _concatenate([results[lo] for lo in sorted(results)])
+        trajectories = Trajectories.side_by_side([results[lo] for lo in sorted(results)])
         stats["result_bytes"] = trajectories.nbytes()
         self.last_rollout = stats
         return trajectories
@@ -356,27 +356,6 @@ def _decode_params(payload: dict, policy: torch.nn.Module, first_task: int, num_
 def _payload_bytes(payload: dict) -> int:
     arrays = list(payload["own"].values()) + [a for d in payload["distinct"] for a in d.values()]
     return int(sum(a.nbytes for a in arrays))
-
-
-def _concatenate(groups: List[Trajectories]) -> Trajectories:
-    """The groups' arrays side by side on the slot axis, padded to the longest episode."""
-    out = {name: _side_by_side([getattr(g, name) for g in groups]) for name in Trajectories.STEPS}
-    for name in ("lengths", "end_reason"):
-        out[name] = np.concatenate([getattr(g, name) for g in groups])
-    # Time-major (log-probs) or chunk-major (states): padded on axis 0 as well.
-    recorded = {name: _side_by_side([g.recorded[name] for g in groups]) for name in groups[0].recorded}
-    return Trajectories(**out, recorded=recorded)
-
-
-def _side_by_side(parts: List[np.ndarray]) -> np.ndarray:
-    """``[T_i, S_i, ...]`` arrays side by side on axis 1, zero-padded to the longest axis 0."""
-    array = np.zeros((max(p.shape[0] for p in parts), sum(p.shape[1] for p in parts), *parts[0].shape[2:]),
-                     dtype=parts[0].dtype)
-    lo = 0
-    for part in parts:
-        array[:part.shape[0], lo:lo + part.shape[1]] = part
-        lo += part.shape[1]
-    return array
 
 
 def _remote_error(cause: BaseException, where: str, remote_traceback: str) -> BaseException:

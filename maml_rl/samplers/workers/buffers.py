@@ -19,7 +19,7 @@ import ctypes
 import enum
 import math
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, Dict, Optional, Sequence, Tuple
+from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -128,12 +128,33 @@ class Trajectories:
         return int(sum(getattr(self, name).nbytes for name in self.ARRAYS)
                    + sum(a.nbytes for a in self.recorded.values()))
 
+    @classmethod
+    def side_by_side(cls, groups: List["Trajectories"]) -> "Trajectories":
+        """The groups' slots side by side (Ray's task groups), padded to the longest episode."""
+        out = {name: _side_by_side([getattr(g, name) for g in groups]) for name in cls.STEPS}
+        for name in ("lengths", "end_reason"):
+            out[name] = np.concatenate([getattr(g, name) for g in groups])
+        # Time-major (log-probs) or chunk-major (states): padded on axis 0 as well.
+        recorded = {name: _side_by_side([g.recorded[name] for g in groups]) for name in groups[0].recorded}
+        return cls(**out, recorded=recorded)
+
     def copy_of_slots(self, num_slots: int) -> "Trajectories":
         """A copy of the first ``num_slots`` slots, cut to their longest episode."""
         T = int(self.lengths[:num_slots].max())
         steps = (getattr(self, name)[:T, :num_slots].copy() for name in self.STEPS)
         return Trajectories(*steps, self.lengths[:num_slots].copy(), self.end_reason[:num_slots].copy(),
                             {name: a[:, :num_slots].copy() for name, a in self.recorded.items()})
+
+
+def _side_by_side(parts: List[np.ndarray]) -> np.ndarray:
+    """``[T_i, S_i, ...]`` arrays side by side on axis 1, zero-padded to the longest axis 0."""
+    array = np.zeros((max(p.shape[0] for p in parts), sum(p.shape[1] for p in parts), *parts[0].shape[2:]),
+                     dtype=parts[0].dtype)
+    lo = 0
+    for part in parts:
+        array[:part.shape[0], lo:lo + part.shape[1]] = part
+        lo += part.shape[1]
+    return array
 
 
 class SharedArray:

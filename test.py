@@ -45,15 +45,12 @@ from maml_rl.startup import quiet_interrupt
 
 with quiet_interrupt("test.py"):
     import numpy as np
-    from gymnasium import spaces
     from tqdm import tqdm
 
-    from maml_rl.baseline import LinearFeatureBaseline
     from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
     from maml_rl.config import ConfigError, build_env, load_config
     from maml_rl.evaluation import (
         check_architecture,
-        evaluate_trials,
         class_table,
         describe_origin,
         evaluation_env_kwargs,
@@ -63,16 +60,9 @@ with quiet_interrupt("test.py"):
         read_policy,
         summary_table,
     )
-    from maml_rl.metalearners import METALEARNERS, make_policy
+    from maml_rl.metalearners import METALEARNERS, make_metalearner, make_policy
     from maml_rl.results import RECORD_KEY, record_array
-    from maml_rl.runs import (
-        atomic_write,
-        carries_success,
-        check_writable,
-        mean_returns,
-        resolve_device,
-        success_rates,
-    )
+    from maml_rl.runs import atomic_write, check_writable, resolve_device
     from maml_rl.samplers import MultiTaskSampler, usable_cpus
 
 __all__ = ["class_table", "main", "parse_args", "summary_table"]
@@ -175,12 +165,12 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     except (RuntimeError, KeyError) as exc:
         raise ConfigError(f"--policy {args.policy} does not fit the policy of {args.config}: {exc}") from None
     policy.to(device)
-    baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
+    learner = make_metalearner({**config, "seed": seed}, policy, device)  # evaluates only: no update, no draw
     listed = listed_tasks(config, env, env_kwargs) if args.all_tasks else None
     env.close()
 
     tasks, per_step, per_step_success = [], [], []  # per batch: [K+1, M, B] returns (and successes)
-    with MultiTaskSampler(config["env-name"], env_kwargs, batch_size, policy, baseline,
+    with MultiTaskSampler(config["env-name"], env_kwargs, batch_size, policy,
                           seed=seed, **args.sampler_options) as sampler:
         if sampler.backend == "ray":
             print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
@@ -191,25 +181,13 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         for batch_tasks in tqdm(batches, desc="evaluation", unit="batch", dynamic_ncols=True):
             batch_tasks = batch_tasks or sampler.sample_tasks(meta_batch_size)
             tasks.extend(batch_tasks)
-            if recurrent:
-                # RL²: returns per episode of the adaptation trial, then the evaluation episodes.
-                returns, success = evaluate_trials(
-                    sampler, batch_tasks, config["episodes-per-trial"], config["reward-scale"],
-                    args.evaluation_episodes, args.eval_actions, config["gamma"], device)
-                per_step.append(returns[..., None])
-                if success is not None:
-                    per_step_success.append(success[..., None])
-                continue
-            # train_episodes[k]: after k adaptation steps; valid_episodes: after num_steps.
-            train_episodes, valid_episodes = sampler.sample(
-                batch_tasks, num_steps=num_steps, fast_lr=config["fast-lr"],
-                gamma=config["gamma"], gae_lambda=config["gae-lambda"], device=device,
-                averaging=config["loss-averaging"], valid_actions=args.eval_actions,
-            )
-            per_step.append(np.stack([mean_returns(episodes) for episodes in [*train_episodes, valid_episodes]]))
-            if carries_success(valid_episodes):
-                per_step_success.append(np.stack([success_rates(episodes)
-                                                  for episodes in [*train_episodes, valid_episodes]]))
+            # The learner's own protocol: gradient steps (stages: before each step, after the last) or an
+            # RL² trial (stages: its episodes, then the evaluation episodes).
+            evaluation = learner.evaluate(sampler, batch_tasks, config["gamma"], device, actions=args.eval_actions,
+                                          num_steps=num_steps, evaluation_episodes=args.evaluation_episodes)
+            per_step.append(evaluation.returns)
+            if evaluation.success is not None:
+                per_step_success.append(evaluation.success)
 
     returns = np.concatenate(per_step, axis=1)  # [K+1, N*M, B]
     task_array = np.empty(len(tasks), dtype=object)

@@ -85,6 +85,7 @@ from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.envs import make_env
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 # --env: (this package's id, envpool's id, observation size, action size)
 ENVS = {
@@ -169,12 +170,12 @@ class SamplerContender(Contender):
         self.call_seconds: List[float] = []
 
     def start(self) -> None:
-        self.sampler.sample(self.tasks, num_steps=0)
+        sample_adapt_sample(self.sampler, self.tasks, num_steps=0)
 
     def run(self, round_index: int) -> Tuple[float, int]:
         self.baseline.seconds = 0.0
         start = time.perf_counter()
-        _, episodes = self.sampler.sample(self.tasks, num_steps=0)
+        _, episodes = sample_adapt_sample(self.sampler, self.tasks, num_steps=0)
         seconds = time.perf_counter() - start
         self.call_seconds.append(seconds)
         self.baseline_seconds.append(self.baseline.seconds)
@@ -505,7 +506,7 @@ def profile_sampler(contender: SamplerContender, lines: int) -> str:
     """cProfile of the main process during one sample(num_steps=0) call."""
     profiler = cProfile.Profile()
     profiler.enable()
-    contender.sampler.sample(contender.tasks, num_steps=0)
+    contender.sample_adapt_sample(sampler, contender.tasks, num_steps=0)
     profiler.disable()
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)

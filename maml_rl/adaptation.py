@@ -21,7 +21,7 @@ import torch
 from maml_rl.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.losses import inner_losses
-from maml_rl.policies.policy import Params, expand_params
+from maml_rl.policies.policy import Params, expand_params, meta_parameters
 from maml_rl.utils.torch_utils import gradient_step
 
 __all__ = ["INNER_OBJECTIVES", "InnerLoop", "inner_step", "meta_parameters", "unstack_task_params"]
@@ -107,13 +107,6 @@ class InnerLoop:
         with torch.enable_grad():
             new = inner_step(policy, batch, leaves, self.fast_lr, first_order=True, objective=self.objective)
         return OrderedDict((name, p.detach()) for name, p in new.items())
-
-
-def meta_parameters(policy: torch.nn.Module):
-    """The ``(name, parameter)`` pairs that adapt: ``policy.named_meta_parameters()``
-    where the policy defines it, else its parameters that require gradients."""
-    named = getattr(policy, "named_meta_parameters", None)
-    return named() if named is not None else ((n, p) for n, p in policy.named_parameters() if p.requires_grad)
 
 
 def inner_step(

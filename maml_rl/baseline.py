@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import torch
 import torch.nn as nn
 
 from maml_rl.episodes import BatchEpisodes
+from maml_rl.hyperparameters import DEFAULTS
 
 # Attempts in total: the regularisation starts at ``reg_coeff`` and is
 # multiplied by 10 after each failed solve.
@@ -125,3 +128,11 @@ class LinearFeatureBaseline(nn.Module):
         # float64 product: the fitted weights can be large and of mixed signs.
         values = features @ self.weight.to(torch.float64)
         return values.to(torch.float32)
+
+
+def fit_advantages(episodes: "Sequence[BatchEpisodes]", baseline: Any, gae_lambda: float = DEFAULTS.gae_lambda,
+                   averaging: str = DEFAULTS.loss_averaging) -> None:
+    """Fit ``baseline`` on each task's episodes in turn and set their normalised GAE advantages."""
+    for batch in episodes:
+        baseline.fit(batch)
+        batch.compute_advantages(baseline, gae_lambda=gae_lambda, normalize=True, averaging=averaging)

@@ -21,7 +21,6 @@ from maml_rl.policies import get_nonlinearity
 from maml_rl.runs.checkpoints import read_checkpoint, safe_load
 from maml_rl.results import file_sha256
 from maml_rl.runs.files import CHECKPOINT_FILE, CONFIG_FILE
-from maml_rl.trials import stack_start
 
 __all__ = [
     "ARCHITECTURE_KEYS",
@@ -227,32 +226,3 @@ def check_architecture(config: dict, config_path: str, policy_path: str) -> None
             + "\n  ".join(differences)
             + f"\nevaluate with --config {trained_path}"
         )
-
-
-def evaluate_trials(sampler, tasks: list, episodes_per_trial: int, reward_scale: float, evaluation_episodes: int,
-                    actions: str, gamma: float, device) -> tuple[np.ndarray, np.ndarray | None]:
-    """Meta-World's protocol for recurrent agents on ``tasks``: a trial of
-    ``episodes_per_trial`` sampled adaptation episodes per slot, then
-    ``evaluation_episodes`` episodes that each restart from the state the
-    adaptation reached (with ``actions``: ``"mean"`` as Meta-World).
-
-    :return: ``[N + 1, len(tasks)]`` mean returns (rows: each adaptation
-        episode, then the evaluation episodes), and the success rates alike
-        (``None`` without ``success``).
-    """
-    adapted = sampler.rollout_trials(tasks, episodes_per_trial, reward_scale=reward_scale, gamma=gamma, device=device)
-    start = stack_start(adapted)
-    evaluations = [sampler.rollout_trials(tasks, 1, start=start, actions=actions, reward_scale=reward_scale,
-                                          gamma=gamma, device=device) for _ in range(evaluation_episodes)]
-
-    def per_task(values: list) -> np.ndarray:  # [N, B] tensors per task -> [N, tasks]
-        return np.stack([np.nanmean(v.cpu().numpy(), axis=1) for v in values], axis=1)
-
-    returns = per_task([b.episode_returns() for b in adapted])
-    returns_eval = np.mean([per_task([b.episode_returns() for b in batches])[0] for batches in evaluations], axis=0)
-    returns = np.concatenate([returns, returns_eval[None]])
-    if not all("success" in b.infos for b in adapted):
-        return returns, None
-    success = per_task([b.episode_success() for b in adapted])
-    success_eval = np.mean([per_task([b.episode_success() for b in batches])[0] for batches in evaluations], axis=0)
-    return returns, np.concatenate([success, success_eval[None]])

@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
-from gymnasium import spaces
 from tqdm import tqdm
 
-from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.config import build_env, overridden_env_kwargs
 from maml_rl.metalearners import make_metalearner, make_policy
 from maml_rl.runs import (
@@ -71,10 +69,9 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
     keep_freed_memory()
     torch.manual_seed(config["seed"])
     policy = make_policy(config, env)
-    baseline = LinearFeatureBaseline(spaces.flatdim(env.observation_space)).to(device)
     env.close()
     metalearner = make_metalearner(config, policy, device)
-    sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy, baseline,
+    sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy,
                                seed=config["seed"], **dict(sampler_options or {}))
 
     with sampler:
@@ -88,7 +85,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
         restored = False
         if has_checkpoint:
             start, counters, restored = load_checkpoint(
-                output / CHECKPOINT_FILE, state=saved_state, config=config, policy=policy, baseline=baseline, sampler=sampler,
+                output / CHECKPOINT_FILE, state=saved_state, config=config, policy=policy, sampler=sampler,
                 metalearner=metalearner, monitors=monitors)
         num_batches = config["num-batches"]
         if start >= num_batches:
@@ -146,7 +143,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                 atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
                             output / POLICY_FILE)
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
-                                baseline=baseline, sampler=sampler, counters=counters, metalearner=metalearner,
+                                sampler=sampler, counters=counters, metalearner=metalearner,
                                 monitors=monitors)
     return output
 

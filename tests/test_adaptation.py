@@ -19,6 +19,7 @@ from maml_rl.hyperparameters import DEFAULTS, Hyperparameters
 from maml_rl.metalearners import MAMLTRPO, METALEARNERS, MetaLearner, StaleEpisodesError, make_metalearner
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.metalearners.sampling import sample_adapt_sample
 from sampler_envs import ProbeEnv
 
 
@@ -47,7 +48,7 @@ def sampled(env_id, num_tasks, inner_loop, seed=1, batch_size=4, policy_seed=0, 
         tasks = sampler.sample_tasks(num_tasks)
         if inner_loop is not None:
             sample_kwargs["inner_loop"] = inner_loop
-        train, valid = sampler.sample(tasks, gamma=0.9, **sample_kwargs)
+        train, valid = sample_adapt_sample(sampler, tasks, gamma=0.9, **sample_kwargs)
     return policy, train, valid
 
 
@@ -129,7 +130,8 @@ def test_sample_inner_loop_arguments():
 def test_one_source_of_defaults():
     """The config, the learner and the sampler default every hyperparameter to the same value."""
     learner_defaults = inspect.signature(MAMLTRPO).parameters
-    sample_defaults = inspect.signature(MultiTaskSampler.sample).parameters
+    sample_defaults = inspect.signature(sample_adapt_sample).parameters
+    rollout_defaults = inspect.signature(MultiTaskSampler.rollout).parameters
     loop_defaults = InnerLoop()
     for field in inspect.signature(Hyperparameters).parameters:
         value = getattr(DEFAULTS, field)
@@ -141,6 +143,7 @@ def test_one_source_of_defaults():
             assert learner_defaults[name].default == value, field
         if field in ("gamma", "gae_lambda"):
             assert sample_defaults[field].default == value, field
+            assert rollout_defaults[field].default == value, field
         if hasattr(loop_defaults, name):
             assert getattr(loop_defaults, name) == value, field
 

@@ -15,6 +15,7 @@ from maml_rl.adaptation import InnerLoop
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.samplers.rollout.noise import actions_from_noise
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from differential_envs import factory
 from naive_sampler import ElementwisePolicy, UnbatchedElementwisePolicy, reference_rollout
@@ -95,7 +96,7 @@ def test_sample_adapts_on_sampled_episodes_and_evaluates_the_means(num_workers):
     sampler, policy = sampler_for(False, 6, 3, num_workers=num_workers)
     sampler.baseline = LinearFeatureBaseline(3)
     with sampler:
-        train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.3, valid_actions="mean")
+        train, valid = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.3, valid_actions="mean")
     env_fn = factory(False, 6)
     assert all(batch.actions_from == "sample" for batch in train[0])
     assert_equal_to(train[0], reference_rollout(env_fn, policy, tasks, 3, SEED, 0, 6), "train")
@@ -129,5 +130,5 @@ def test_bad_action_modes_are_refused_before_any_work():
         with pytest.raises(ValueError, match="actions='greedy': use 'sample'.*or 'mean'"):
             sampler.rollout([{"offset": 0.0, "length": 2}], actions="greedy")
         with pytest.raises(ValueError, match="actions='deterministic'"):
-            sampler.sample([{"offset": 0.0, "length": 2}], num_steps=0, valid_actions="deterministic")
+            sample_adapt_sample(sampler, [{"offset": 0.0, "length": 2}], num_steps=0, valid_actions="deterministic")
         assert sampler.state_dict()["num_rollouts"] == 0

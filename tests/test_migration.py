@@ -32,7 +32,7 @@ from maml_rl.envs.retired import RETIRED_ENV_IDS
 from maml_rl.episodes import BatchEpisodes
 from maml_rl.legacy import warn as legacy_warn
 from maml_rl.legacy.warn import LegacyAPIWarning
-from maml_rl.metalearners import MAMLTRPO
+from maml_rl.metalearners import MAMLTRPO, sample_adapt_sample
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy, get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
 
@@ -71,7 +71,7 @@ NEW_API = textwrap.dedent("""
     from gymnasium import spaces
     import maml_rl.envs
     from maml_rl.baseline import LinearFeatureBaseline
-    from maml_rl.metalearners import MAMLTRPO
+    from maml_rl.metalearners import MAMLTRPO, sample_adapt_sample
     from maml_rl.policies import get_policy_for_env
     from maml_rl.samplers import MultiTaskSampler
 
@@ -94,7 +94,7 @@ NEW_API = textwrap.dedent("""
                               policy=policy, baseline=LinearFeatureBaseline(size), seed=seed, num_workers=1) as sampler:
             train_returns = []
             for _ in range(config["num-batches"]):
-                train, valid = sampler.sample(sampler.sample_tasks(config["meta-batch-size"]), **adapt)
+                train, valid = sample_adapt_sample(sampler, sampler.sample_tasks(config["meta-batch-size"]), **adapt)
                 learner.step(train, valid)
                 train_returns.append((returns(train[0]), returns(valid)))
         torch.save(policy.state_dict(), out + "/policy.th")
@@ -104,7 +104,7 @@ NEW_API = textwrap.dedent("""
         with MultiTaskSampler(config["env-name"], env_kwargs=config["env-kwargs"], batch_size=config["fast-batch-size"],
                               policy=policy, baseline=LinearFeatureBaseline(size), seed=test_seed,
                               num_workers=1) as sampler:
-            train, valid = sampler.sample(sampler.sample_tasks(2), **adapt)
+            train, valid = sample_adapt_sample(sampler, sampler.sample_tasks(2), **adapt)
         np.savez(out + "/results.npz", train_returns=returns(train[0]), valid_returns=returns(valid),
                  iteration_returns=np.array([np.stack(pair) for pair in train_returns]))
 """)
@@ -181,8 +181,8 @@ def test_reference_scripts_run_warn_once_and_equal_the_new_api(tmp_path):
     }
     # Each names the new call, and points at the user's line, not at this package.
     replacement = {"get_policy_for_env": "maml_rl.policies.get_policy_for_env(", "get_input_size": "flatdim(",
-                   "get_returns": ".total_rewards", "env=env": "env_fn=", "sample_async": "sampler.sample(",
-                   "sample_wait": "sampler.sample(", "max_kl=": "MAMLTRPO(policy, max_kl="}
+                   "get_returns": ".total_rewards", "env=env": "env_fn=", "sample_async": "sample_adapt_sample(sampler, ",
+                   "sample_wait": "sample_adapt_sample(sampler, ", "max_kl=": "MAMLTRPO(policy, max_kl="}
     for name, (message,) in train.items():
         assert any(old in name and new in message for old, new in replacement.items()), message
         assert "docs/migrating.md" in message
@@ -191,7 +191,10 @@ def test_reference_scripts_run_warn_once_and_equal_the_new_api(tmp_path):
             assert filename.endswith("pmr_train.py"), (message, filename)
     assert set(legacy_names(tmp_path / "test.json")) == {
         "maml_rl.utils.helpers.get_policy_for_env", "maml_rl.utils.helpers.get_input_size",
-        "maml_rl.utils.reinforcement_learning.get_returns", "MultiTaskSampler(..., env=env)"}
+        "maml_rl.utils.reinforcement_learning.get_returns", "MultiTaskSampler(..., env=env)",
+        "MultiTaskSampler.sample"}
+    (message,) = legacy_names(tmp_path / "test.json")["MultiTaskSampler.sample"]
+    assert "maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...)" in message
 
 
 # The reference's sampler tests (maml_rl/tests/samplers/test_multi_task_sampler.py), a subset of its grid.
@@ -208,7 +211,8 @@ def test_reference_sampler_test(fresh_warnings, env_name, batch_size, num_tasks,
     baseline = LinearFeatureBaseline(get_input_size(env))
     sampler = MultiTaskSampler(env_name, {}, batch_size, policy, baseline, num_workers=num_workers)
     tasks = sampler.sample_tasks(num_tasks=num_tasks)
-    train_episodes, valid_episodes = sampler.sample(tasks, num_steps=num_steps)
+    with pytest.warns(LegacyAPIWarning, match="sample_adapt_sample"):
+        train_episodes, valid_episodes = sampler.sample(tasks, num_steps=num_steps)
     sampler.close()
 
     assert OldBatchEpisodes is BatchEpisodes
@@ -346,7 +350,7 @@ def navigation_episodes():
     policy = small_policy()
     with MultiTaskSampler("2DNavigation-v0", {}, 3, policy, LinearFeatureBaseline(2), seed=5,
                           num_workers=0) as sampler:
-        train, valid = sampler.sample(sampler.sample_tasks(2), num_steps=1, fast_lr=0.1)
+        train, valid = sample_adapt_sample(sampler, sampler.sample_tasks(2), num_steps=1, fast_lr=0.1)
     return policy.state_dict(), train, valid
 
 
@@ -408,7 +412,7 @@ def test_sample_async_returns_finished_episodes_equal_to_sample(fresh_warnings):
                 with pytest.raises(TypeError, match="what sample_async\\(\\) returned"):
                     sampler.sample_wait(train)
             else:
-                train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+                train, valid = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)
         results.append((train, valid))
     (old_train, old_valid), (new_train, new_valid) = results
     for old, new in zip([*old_train[0], *old_valid], [*new_train[0], *new_valid]):

@@ -27,6 +27,7 @@ if mujoco_batch is None and not os.environ.get("MAML_RL_REQUIRE_FAST_PATH"):
     pytest.skip(f"the MuJoCo fast path needs mujoco.batch (MuJoCo >= 4.0); this environment has MuJoCo "
                 f"{mujoco.__version__} (the metaworld extra installs 3.3.0)", allow_module_level=True)
 from maml_rl.samplers import usable_cpus
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from naive_sampler import ElementwisePolicy, reference_rollout
 from test_sampler_differential import assert_equal_to, buffer_ranges, overlaps, storages
@@ -161,7 +162,7 @@ def test_fast_path_through_sample_and_per_task_parameters():
         with MultiTaskSampler("HalfCheetahVel-v5", {}, 2, policy, LinearFeatureBaseline(20), seed=SEED,
                               max_episode_steps=15, num_workers=2, mujoco_batch=fast) as sampler:
             tasks = sampler.sample_tasks(3)
-            out[fast] = sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+            out[fast] = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)
     (train_a, valid_a), (train_b, valid_b) = out[False], out[True]
     for a, b in zip(train_a[0] + valid_a, train_b[0] + valid_b):
         for name in ("observations", "actions", "rewards", "lengths"):

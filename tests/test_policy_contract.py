@@ -19,6 +19,7 @@ from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import EnvOutputError, MultiTaskSampler, PolicyOutputError, WorkerDiedError, WorkerError
 from maml_rl.samplers.rollout.noise import actions_from_noise
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from contract_envs import echo_factory
 from naive_sampler import PlainMLP
@@ -127,8 +128,8 @@ def test_a_categorical_policy_over_more_categories_than_the_space_is_refused_at_
 
 def test_sample_without_tasks_and_a_negative_seed_are_named():
     with MultiTaskSampler(None, None, 2, PlainMLP(3, 2), None, env_fn=echo_factory(), num_workers=0) as sampler:
-        with pytest.raises(ValueError, match=r"^sample\(\) needs at least one task$"):
-            sampler.sample([], num_steps=0)
+        with pytest.raises(ValueError, match=r"^sample_adapt_sample\(\) needs at least one task$"):
+            sample_adapt_sample(sampler, [], num_steps=0)
         with pytest.raises(ValueError, match=r"^rollout\(\) needs at least one task$"):
             sampler.rollout([])
     with pytest.raises(ValueError, match=r"^seed must be an int >= 0 \(or None to draw one\), got -1$"):
@@ -296,11 +297,11 @@ def test_policy_without_params_argument_rolls_out_and_is_refused_early_where_par
                           num_workers=0) as sampler:
         tasks = sampler.sample_tasks(2)
         assert len(sampler.rollout(tasks)) == 2
-        assert len(sampler.sample(tasks, num_steps=0)[1]) == 2
+        assert len(sample_adapt_sample(sampler, tasks, num_steps=0)[1]) == 2
         state = sampler.state_dict()
         with pytest.raises(TypeError, match=r"sample\(\) adapts.* NoParamsPolicy.forward\(\) takes no "
                                             r"params= argument: give it one"):
-            sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+            sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)
         with pytest.raises(TypeError, match=r"parameters were given to the rollout.*takes no params= argument"):
             sampler.rollout(tasks, dict(policy.named_parameters()))
         assert sampler.state_dict() == state  # refused before any rollout

@@ -23,6 +23,7 @@ from maml_rl.metalearners import ProMP, StaleEpisodesError
 from maml_rl.metalearners.promp import adapt_kl_coefficient
 from maml_rl.policies import CategoricalMLPPolicy, GRUPolicy, NormalMLPPolicy, expand_params
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from conftest import write_small_config
 from scripts import evaluate as test_script
@@ -177,8 +178,8 @@ def sampled():
     with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 12}, 4, policy, LinearFeatureBaseline(2), seed=4,
                           num_workers=0) as sampler:
         tasks = sampler.sample_tasks(3)
-        train, valid = sampler.sample(tasks, inner_loop=learner.inner_loop, gamma=0.99)
-        _, mean_valid = sampler.sample(tasks, inner_loop=learner.inner_loop, gamma=0.99, valid_actions="mean")
+        train, valid = sample_adapt_sample(sampler, tasks, inner_loop=learner.inner_loop, gamma=0.99)
+        _, mean_valid = sample_adapt_sample(sampler, tasks, inner_loop=learner.inner_loop, gamma=0.99, valid_actions="mean")
     return policy.state_dict(), train, valid, mean_valid
 
 
@@ -324,11 +325,11 @@ def test_degenerate_shapes_one_task_one_episode_horizon_one(num_steps):
     policy = CategoricalMLPPolicy(1, 5, hidden_sizes=(4,))
     learner = ProMP(policy, fast_lr=0.5, num_steps=num_steps)
     with MultiTaskSampler("Bandit-K5-v0", {}, 1, policy, LinearFeatureBaseline(1), seed=0, num_workers=0) as sampler:
-        train, valid = sampler.sample(sampler.sample_tasks(1), inner_loop=learner.inner_loop)
+        train, valid = sample_adapt_sample(sampler, sampler.sample_tasks(1), inner_loop=learner.inner_loop)
         assert len(valid[0]) == 1 and valid[0].batch_size == 1
         logs = learner.step(train, valid)
         assert all(math.isfinite(v) for v in logs.values())
-        train, valid = sampler.sample(sampler.sample_tasks(1), inner_loop=learner.inner_loop)
+        train, valid = sample_adapt_sample(sampler, sampler.sample_tasks(1), inner_loop=learner.inner_loop)
         learner.step(train, valid)  # a second call in a row, on new episodes
 
 

@@ -69,8 +69,8 @@ def _worker_nodes(c):
 
 def _episodes(sampler, tasks, steps=1):
     """Two sample() calls (adaptation included) and a rollout under per-task parameters."""
-    train, valid = sampler.sample(tasks, num_steps=steps, fast_lr=0.1)
-    train2, valid2 = sampler.sample(tasks, num_steps=steps, fast_lr=0.1)
+    train, valid = sample_adapt_sample(sampler, tasks, num_steps=steps, fast_lr=0.1)
+    train2, valid2 = sample_adapt_sample(sampler, tasks, num_steps=steps, fast_lr=0.1)
     return [*train, valid, *train2, valid2]
 
 
@@ -233,7 +233,7 @@ def test_parameters_are_put_once_per_rollout_whatever_the_number_of_actors(clust
         with MultiTaskSampler(env, {}, B, policy_fn(), LinearFeatureBaseline(2), seed=1, backend="ray",
                               ray_actors=actors) as sampler:
             tasks = sampler.sample_tasks(K)
-            sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+            sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)
             stats = sampler.backend_stats
             assert stats["actors"] == actors and stats["puts"] == 1
             # Adapted parameters of K tasks: K copies of the policy's parameters, plus its own state.
@@ -376,6 +376,7 @@ import cloudpickle
 import sampler_envs
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.metalearners.sampling import sample_adapt_sample
 from sampler_envs import make_probe_env
 
 cloudpickle.register_pickle_by_value(sampler_envs)

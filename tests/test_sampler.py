@@ -15,6 +15,7 @@ from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.episodes import BatchEpisodes
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from sampler_envs import ProbeEnv, make_probe_env
 
@@ -45,13 +46,13 @@ def assert_identical(a, b):
 def reference_run():
     with navigation_sampler(num_workers=0) as sampler:
         tasks = sampler.sample_tasks(4)
-        return tasks, episode_arrays(*sampler.sample(tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
+        return tasks, episode_arrays(*sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
 
 
 def test_sample_structure_and_shapes(reference_run):
     with navigation_sampler(num_workers=0) as sampler:
         tasks = sampler.sample_tasks(4)
-        train, valid = sampler.sample(tasks, num_steps=2, fast_lr=0.1)
+        train, valid = sample_adapt_sample(sampler, tasks, num_steps=2, fast_lr=0.1)
     assert len(train) == 2 and all(len(step) == 4 for step in train) and len(valid) == 4
     for batch, task in zip(valid, tasks):
         assert isinstance(batch, BatchEpisodes)
@@ -59,7 +60,7 @@ def test_sample_structure_and_shapes(reference_run):
         assert batch.rewards.shape == (len(batch), 3) and batch.batch_size == 3
         assert batch.task is task
         assert torch.isfinite(batch.advantages).all()
-    _, valid_only = navigation_sampler(num_workers=0).sample(tasks, num_steps=0)
+    _, valid_only = sample_adapt_sample(navigation_sampler(num_workers=0), tasks, num_steps=0)
     assert _ == [] and len(valid_only) == 4
 
 
@@ -75,7 +76,7 @@ def test_tasks_reproducible_from_seed():
 def test_identical_across_num_workers(reference_run, num_workers):
     tasks, expected = reference_run
     with navigation_sampler(num_workers=num_workers) as sampler:
-        got = episode_arrays(*sampler.sample(tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
+        got = episode_arrays(*sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
     assert_identical(expected, got)
 
 
@@ -84,14 +85,14 @@ def test_identical_across_start_methods_and_partial(reference_run, start_method)
     tasks, expected = reference_run
     for partial in (False, True):
         with navigation_sampler(num_workers=2, start_method=start_method, partial=partial) as sampler:
-            got = episode_arrays(*sampler.sample(tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
+            got = episode_arrays(*sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
         assert_identical(expected, got)
 
 
 def test_different_seeds_give_different_episodes(reference_run):
     tasks, expected = reference_run
     with navigation_sampler(num_workers=0, seed=4) as sampler:
-        got = episode_arrays(*sampler.sample(tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
+        got = episode_arrays(*sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1, gamma=0.99))
     assert not torch.equal(expected[1], got[1])
 
 
@@ -103,7 +104,7 @@ def test_mujoco_env_identical_in_process_and_workers():
         with MultiTaskSampler("HalfCheetahVel-v5", {"max_episode_steps": 20}, 2, policy, LinearFeatureBaseline(20),
                               seed=1, num_workers=num_workers) as sampler:
             tasks = sampler.sample_tasks(3)
-            runs.append(episode_arrays(*sampler.sample(tasks, num_steps=1, fast_lr=0.1)))
+            runs.append(episode_arrays(*sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)))
     assert_identical(*runs)
     assert runs[0][0].shape == (20, 2, 20)
 
@@ -118,7 +119,7 @@ def test_discrete_envs(env_id, num_steps):
     for num_workers in (0, 2):
         with MultiTaskSampler(env_id, {}, 4, policy, LinearFeatureBaseline(obs_size), seed=2, num_workers=num_workers) as sampler:
             tasks = sampler.sample_tasks(3)
-            train, valid = sampler.sample(tasks, num_steps=num_steps, fast_lr=0.5)
+            train, valid = sample_adapt_sample(sampler, tasks, num_steps=num_steps, fast_lr=0.5)
             runs.append(episode_arrays(train, valid))
     assert_identical(*runs)
     actions = runs[0][1]
@@ -186,7 +187,7 @@ def test_per_task_params_batched_equals_plain_module():
     for policy in (plain, mlp):
         with MultiTaskSampler("2DNavigation-v0", {}, 3, policy, LinearFeatureBaseline(2), seed=9,
                               num_workers=0) as sampler:
-            _, valid = sampler.sample(sampler.sample_tasks(2), num_steps=1, fast_lr=0.1)
+            _, valid = sample_adapt_sample(sampler, sampler.sample_tasks(2), num_steps=1, fast_lr=0.1)
             adapted.append([batch.behaviour_params for batch in valid])
     for a, b in zip(*adapted):
         torch.testing.assert_close(a["mean.weight"], b["mu.weight"])
@@ -217,7 +218,8 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(TypeError, match="factory"):
         MultiTaskSampler(None, None, 2, policy, None, env_fn=make_probe_env())
     with pytest.raises(ValueError, match="baseline"):
-        MultiTaskSampler(None, None, 2, policy, None, env_fn=make_probe_env, num_workers=0).sample([{"value": 0, "length": 2}])
+        sample_adapt_sample(MultiTaskSampler(None, None, 2, policy, None, env_fn=make_probe_env, num_workers=0),
+                            [{"value": 0, "length": 2}])
     with pytest.raises(TypeError, match="not a meta-learning environment"):
         MultiTaskSampler("CartPole-v1", {}, 2, policy, None)
 
@@ -239,13 +241,13 @@ def test_unpicklable_env_fn_is_named():
 
 def test_state_dict_resumes_exactly():
     with navigation_sampler(num_workers=0) as sampler:
-        sampler.sample(sampler.sample_tasks(2), num_steps=1)
+        sample_adapt_sample(sampler, sampler.sample_tasks(2), num_steps=1)
         state = sampler.state_dict()
         tasks = sampler.sample_tasks(2)
-        expected = episode_arrays(*sampler.sample(tasks, num_steps=1))
+        expected = episode_arrays(*sample_adapt_sample(sampler, tasks, num_steps=1))
     with navigation_sampler(num_workers=2, seed=123) as resumed:
         resumed.load_state_dict(state)
         resumed_tasks = resumed.sample_tasks(2)
-        got = episode_arrays(*resumed.sample(resumed_tasks, num_steps=1))
+        got = episode_arrays(*sample_adapt_sample(resumed, resumed_tasks, num_steps=1))
     assert all(np.array_equal(a["goal"], b["goal"]) for a, b in zip(tasks, resumed_tasks))
     assert_identical(expected, got)

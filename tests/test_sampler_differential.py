@@ -14,6 +14,7 @@ import torch
 
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from differential_envs import factory
 from naive_sampler import ElementwisePolicy, UnbatchedElementwisePolicy, reference_rollout
@@ -161,9 +162,9 @@ def test_sample_equals_the_naive_reference(discrete, num_workers, batched):
     sampler, policy = sampler_for(discrete, 6, 3, batched, num_workers=num_workers)
     sampler.baseline = LinearFeatureBaseline(3)
     with sampler:
-        train, valid = sampler.sample(tasks, num_steps=1, fast_lr=0.3)
+        train, valid = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.3)
         first = [{name: p.clone() for name, p in batch.behaviour_params.items()} for batch in valid]
-        sampler.sample(tasks, num_steps=1, fast_lr=0.3)  # a second call in a row changes nothing above
+        sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.3)  # a second call in a row changes nothing above
     env_fn = factory(discrete, 6)
     assert_equal_to(train[0], reference_rollout(env_fn, policy, tasks, 3, SEED, 0, 6), "train")
     adapted = [batch.behaviour_params for batch in valid]

@@ -15,6 +15,7 @@ import pytest
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, SamplerClosedError, WorkerDiedError, WorkerError
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from sampler_envs import make_probe_env
 from process_utils import SAMPLING_SCRIPT, is_running, wait_or_explain, wait_until_gone
@@ -97,10 +98,10 @@ def open_fds():
 def test_many_calls_leak_no_fds_or_processes():
     with probe_sampler() as sampler:
         tasks = [{"value": 0.5, "length": 3}, {"value": -0.5, "length": 4}]
-        sampler.sample(tasks, num_steps=1)
+        sample_adapt_sample(sampler, tasks, num_steps=1)
         fds, pids = open_fds(), sampler.worker_pids
         for _ in range(200):
-            sampler.sample(tasks, num_steps=1)
+            sample_adapt_sample(sampler, tasks, num_steps=1)
         assert open_fds() == fds
         assert sampler.worker_pids == pids and all(is_running(pid) for pid in pids)
 

@@ -14,6 +14,7 @@ from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import EnvOutputError, InsufficientMemoryError, MultiTaskSampler, WorkerError
 from maml_rl.samplers.workers import memory
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from bad_envs import BadOutputEnv, NoTimeLimitEnv, make_bad_output_env
 
@@ -80,7 +81,7 @@ def test_value_beyond_float32_is_named_with_its_place(num_workers):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_nan_reward_is_named_before_the_baseline(num_workers):
     with bad_sampler(num_workers) as sampler, pytest.raises(EnvOutputError) as info:
-        sampler.sample([GOOD, {"bad": "nan_reward", "at_step": 2}], num_steps=1)
+        sample_adapt_sample(sampler, [GOOD, {"bad": "nan_reward", "at_step": 2}], num_steps=1)
     assert "non-finite reward nan from step() 2 of env slot 2 (task {'bad': 'nan_reward'" in str(info.value)
 
 
@@ -121,8 +122,8 @@ def test_concurrent_use_is_refused_and_harms_nothing():
     policy = NormalMLPPolicy(2, 2)
     with MultiTaskSampler("2DNavigation-v0", {}, 4, policy, LinearFeatureBaseline(2), seed=3, num_workers=1) as sampler:
         tasks = sampler.sample_tasks(2)
-        expected = MultiTaskSampler("2DNavigation-v0", {}, 4, policy, LinearFeatureBaseline(2), seed=3,
-                                    num_workers=0).sample(tasks, num_steps=1, fast_lr=0.1)
+        expected = sample_adapt_sample(MultiTaskSampler("2DNavigation-v0", {}, 4, policy, LinearFeatureBaseline(2),
+                                                        seed=3, num_workers=0), tasks, num_steps=1, fast_lr=0.1)
         results = {}
         started = threading.Event()
         original = sampler._rollout
@@ -135,13 +136,13 @@ def test_concurrent_use_is_refused_and_harms_nothing():
         sampler._rollout = slow_rollout
 
         def first():
-            results["first"] = sampler.sample(tasks, num_steps=1, fast_lr=0.1)
+            results["first"] = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)
 
         thread = threading.Thread(target=first, name="first-user")
         thread.start()
         assert started.wait(30)
         begin = time.monotonic()
-        with pytest.raises(RuntimeError, match="while sample\\(\\) in thread 'first-user' is still running.*"
+        with pytest.raises(RuntimeError, match="while rollout\\(\\) in thread 'first-user' is still running.*"
                                                "not thread-safe"):
             sampler.rollout(tasks)
         assert time.monotonic() - begin < 1.0

@@ -64,7 +64,8 @@ def test_output_files(reference_run):
     assert checkpoint["iteration"] == 3
     assert checkpoint["config"] == config
     assert checkpoint["sampler"]["seed"] == 7
-    assert {"policy", "baseline", "sampler", "rng", "counters"} <= set(checkpoint)
+    assert {"policy", "sampler", "rng", "counters"} <= set(checkpoint)
+    assert "baseline" not in checkpoint  # refitted on every batch: no state to keep
     assert_same_policy(checkpoint["policy"], policy)
     assert not list(reference_run.glob(".*.tmp"))  # no temporary file left behind
 

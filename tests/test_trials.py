@@ -12,6 +12,7 @@ from maml_rl.policies.recurrent import GRUPolicy, rl2_input_size, rl2_inputs
 from maml_rl.samplers import InsufficientMemoryError, MultiTaskSampler, PolicyOutputError
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
 from maml_rl.trials import TrialBatch, stack_start
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from differential_envs import factory
 from naive_sampler import ElementwisePolicy
@@ -247,7 +248,7 @@ def test_misuse_is_refused_with_what_to_do():
         with pytest.raises(TypeError, match="is recurrent.*rollout_trials"):
             sampler.rollout(tasks)
         with pytest.raises(TypeError, match="is recurrent"):
-            sampler.sample(tasks, num_steps=0)
+            sample_adapt_sample(sampler, tasks, num_steps=0)
         with pytest.raises(ValueError, match="episodes_per_trial must be an int >= 1"):
             sampler.rollout_trials(tasks, 0)
         with pytest.raises(TypeError, match="input_size=3"):

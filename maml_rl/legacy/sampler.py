@@ -33,19 +33,39 @@ def check_env_argument(env: Any, sampler_env: Any) -> None:
 
 
 class LegacySamplerMethods:
-    """``sample_async`` and ``sample_wait`` for :class:`~maml_rl.samplers.MultiTaskSampler`."""
+    """``sample``, ``sample_async`` and ``sample_wait`` for :class:`~maml_rl.samplers.MultiTaskSampler`."""
+
+    def sample(self, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
+        """pytorch-maml-rl's MAML loop on the sampler: roll out, adapt, roll out again.
+
+        Deprecated: the loop is the algorithm's, not the sampler's. Call
+        ``maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...)`` (the same
+        arguments, the same bits) or a learner's ``learner.sample(sampler, tasks)``.
+        """
+        warn_once("MultiTaskSampler.sample",
+                  "use maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...) with the same arguments (or "
+                  "learner.sample(sampler, tasks)): adapting is the meta-learner's work, not the sampler's")
+        return self._sample_adapt_sample(tasks, *args, **kwargs)
+
+    def _sample_adapt_sample(self, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
+        # The one call from the old API into the algorithm layer, made when it is used.
+        from maml_rl.metalearners.sampling import sample_adapt_sample
+
+        return sample_adapt_sample(self, tasks, *args, **kwargs)
 
     def sample_async(self, tasks: Any, **kwargs: Any) -> tuple:
-        """pytorch-maml-rl's name for :meth:`sample`; returns its finished ``(train_episodes, valid_episodes)``."""
+        """pytorch-maml-rl's asynchronous :meth:`sample`; returns its finished ``(train_episodes, valid_episodes)``."""
         warn_once("MultiTaskSampler.sample_async",
-                  "use sampler.sample(tasks, ...), which returns (train_episodes, valid_episodes) when they are "
-                  "sampled; sample_async returns those finished episodes too, not futures")
-        return self.sample(tasks, **kwargs)
+                  "use maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...), which returns (train_episodes, "
+                  "valid_episodes) when they are sampled; sample_async returns those finished episodes too, not "
+                  "futures")
+        return self._sample_adapt_sample(tasks, **kwargs)
 
     def sample_wait(self, episodes_futures: Any) -> tuple:
         """The ``(train_episodes, valid_episodes)`` that :meth:`sample_async` returned, as they are."""
         warn_once("MultiTaskSampler.sample_wait",
-                  "drop it: sampler.sample(tasks, ...) returns (train_episodes, valid_episodes) directly")
+                  "drop it: maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...) returns (train_episodes, "
+                  "valid_episodes) directly")
         if not (isinstance(episodes_futures, tuple) and len(episodes_futures) == 2):
             raise TypeError("sample_wait() takes what sample_async() returned, a (train_episodes, valid_episodes) "
                             f"pair; got {type(episodes_futures).__name__}")

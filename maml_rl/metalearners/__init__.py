@@ -11,10 +11,11 @@ from maml_rl.metalearners.gradient import AdaptationBatch, GradientMetaLearner
 from maml_rl.metalearners.maml_trpo import MAMLTRPO
 from maml_rl.metalearners.promp import ProMP
 from maml_rl.metalearners.rl2_ppo import RL2PPO
+from maml_rl.metalearners.sampling import sample_adapt_sample
 from maml_rl.policies.policy import Policy
 
 __all__ = ["METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "ProMP", "RL2PPO",
-           "StaleEpisodesError", "make_metalearner", "make_policy"]
+           "StaleEpisodesError", "make_metalearner", "make_policy", "sample_adapt_sample"]
 
 #: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line.
 METALEARNERS: dict[str, type[MetaLearner]] = {

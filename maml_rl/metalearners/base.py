@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Sequence
 
+import numpy as np
 import torch
 
 from maml_rl.episodes import BatchEpisodes
@@ -13,9 +14,18 @@ from maml_rl.hyperparameters import SHARED_KEYS, Hyperparameter
 from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Params
 
-__all__ = ["MetaLearner", "StaleEpisodesError", "StepLogs"]
+__all__ = ["Evaluation", "MetaLearner", "StaleEpisodesError", "StepLogs"]
 #: What :meth:`MetaLearner.step` reports: scalars by name (losses, KL, timings...).
 StepLogs = dict[str, "float | int | bool"]
+
+
+class Evaluation(NamedTuple):
+    """A learner's evaluation of one batch of tasks (:meth:`MetaLearner.evaluate`)."""
+
+    #: ``[stages, tasks, episodes]`` undiscounted returns: stage 0 before any adaptation, the last after it.
+    returns: np.ndarray
+    #: The same shape, 1.0 for an episode that succeeded; ``None`` for envs that report no ``success``.
+    success: Optional[np.ndarray]
 
 
 class StaleEpisodesError(ValueError):
@@ -32,6 +42,8 @@ class MetaLearner(ABC):
     * :meth:`sample` gathers one iteration's batch with the sampler's rollout
       primitives (MAML's sample-adapt-sample, RL²'s trials);
     * :meth:`update` takes one meta-update from that batch and returns what to log;
+    * :meth:`evaluate` adapts to tasks by the algorithm's own protocol and says how
+      well the policy did at each stage (``test.py``);
     * :meth:`state_dict` / :meth:`load_state_dict` hold what a resume needs
       besides the policy (an optimiser's moments), nothing by default.
 
@@ -81,6 +93,17 @@ class MetaLearner(ABC):
     @abstractmethod
     def update(self, batch: Any) -> StepLogs:
         """One meta-update of :attr:`policy` from what :meth:`sample` returned; returns what to log."""
+
+    def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float, device: str | torch.device = "cpu", *,
+                 actions: str = "sample", num_steps: Optional[int] = None,
+                 evaluation_episodes: int = 1) -> Evaluation:
+        """Adapt to ``tasks`` and report every stage's returns (``test.py``).
+
+        :param actions: how the episodes after adaptation act, ``"sample"`` or ``"mean"``.
+        :param num_steps: gradient steps of adaptation (gradient-based learners; ``None``: their own).
+        :param evaluation_episodes: episodes after the adaptation trial (learners that adapt in a trial).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no evaluation protocol: define its evaluate()")
 
     def state_dict(self) -> dict:
         """What a resume needs besides the policy (nothing unless the algorithm keeps state)."""

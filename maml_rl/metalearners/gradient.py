@@ -9,11 +9,14 @@ from typing import Any, ClassVar, NamedTuple, Sequence
 
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from maml_rl.adaptation import InnerLoop
+from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.episodes import BatchEpisodes
 from maml_rl.hyperparameters import DEFAULTS
-from maml_rl.metalearners.base import MetaLearner, StepLogs
+from maml_rl.metalearners.base import Evaluation, MetaLearner, StepLogs
+from maml_rl.metalearners.sampling import sample_adapt_sample
 
 __all__ = ["AdaptationBatch", "GradientMetaLearner", "TrainEpisodes", "ValidEpisodes"]
 
@@ -34,7 +37,8 @@ class GradientMetaLearner(MetaLearner):
     """A meta-learner that adapts per task with gradient steps (:attr:`inner_loop`), then updates the policy.
 
     :meth:`sample` rolls out each task, adapts, and rolls out again with the
-    adapted parameters; :meth:`step` takes ``(train_episodes, valid_episodes)``.
+    adapted parameters (:func:`~maml_rl.metalearners.sampling.sample_adapt_sample`
+    on the sampler's ``rollout``); :meth:`step` takes ``(train_episodes, valid_episodes)``.
 
     :ivar inner_loop: the adaptation, the same function the sampling adapts with.
     :ivar gae_lambda: GAE's lambda for the advantages of the sampled episodes.
@@ -44,6 +48,9 @@ class GradientMetaLearner(MetaLearner):
     title: ClassVar[str] = "gradient-based meta-learner"
     inner_loop: InnerLoop
     gae_lambda: float = DEFAULTS.gae_lambda
+    #: The value baseline :meth:`sample` fits the advantages with (refitted on every task's episodes, so it
+    #: holds no state between iterations); ``None`` until the first call builds a ``LinearFeatureBaseline``.
+    baseline: Any = None
 
     def _setup(self, policy: torch.nn.Module, device: str | torch.device, fast_lr: float, num_steps: int,
                averaging: str, gae_lambda: float, objective: str = "reinforce") -> None:
@@ -85,9 +92,33 @@ class GradientMetaLearner(MetaLearner):
         ``valid_actions="mean"`` rolls out the adapted policies' most likely actions after
         the last step (evaluation); such episodes cannot be given to :meth:`update`.
         """
-        train, valid = sampler.sample(tasks, inner_loop=self.inner_loop, gamma=gamma, gae_lambda=self.gae_lambda,
-                                      device=device, valid_actions=valid_actions)
+        train, valid = sample_adapt_sample(sampler, tasks, inner_loop=self.inner_loop,
+                                           baseline=self._baseline(sampler, device),
+                                           gamma=gamma, gae_lambda=self.gae_lambda, device=device,
+                                           valid_actions=valid_actions)
         return AdaptationBatch(train, valid)
+
+    def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
+                 device: str | torch.device = "cpu", *, actions: str = "sample", num_steps: int | None = None,
+                 evaluation_episodes: int = 1) -> Evaluation:
+        """``num_steps`` REINFORCE steps of :attr:`fast_lr` per task (ProMP's LVC step has the same value at
+        the behaviour policy), returns before each step and after the last, with ``actions`` after it."""
+        inner_loop = InnerLoop(self.fast_lr, self.num_steps if num_steps is None else num_steps, self.averaging)
+        train, valid = sample_adapt_sample(sampler, tasks, inner_loop=inner_loop, baseline=self._baseline(sampler, device),
+                                           gamma=gamma, gae_lambda=self.gae_lambda, device=device,
+                                           valid_actions=actions)
+        stages = [*train, valid]
+        returns = np.stack([np.stack([b.total_rewards.detach().cpu().numpy() for b in stage]) for stage in stages])
+        if not all("success" in b.infos for b in valid):
+            return Evaluation(returns, None)
+        success = np.stack([np.stack([b.success().cpu().numpy().astype(np.float64) for b in stage])
+                            for stage in stages])
+        return Evaluation(returns, success)
+
+    def _baseline(self, sampler: Any, device: str | torch.device) -> Any:
+        if self.baseline is None:
+            self.baseline = LinearFeatureBaseline(spaces.flatdim(sampler.observation_space)).to(device)
+        return self.baseline
 
     def update(self, batch: AdaptationBatch) -> StepLogs:
         train, valid = batch

@@ -33,9 +33,9 @@ from gymnasium import spaces
 
 from maml_rl.baseline import LinearFeatureBaseline
 from maml_rl.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
-from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError, StepLogs
+from maml_rl.metalearners.base import Evaluation, MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
-from maml_rl.trials import TrialBatch
+from maml_rl.trials import TrialBatch, stack_start
 
 __all__ = ["RL2PPO"]
 
@@ -127,6 +127,15 @@ class RL2PPO(MetaLearner):
 
     def update(self, batch: Sequence[TrialBatch]) -> StepLogs:
         return self.step(batch)
+
+    def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
+                 device: str | torch.device = "cpu", *, actions: str = "sample", num_steps: int | None = None,
+                 evaluation_episodes: int = 1) -> Evaluation:
+        """Meta-World's protocol (:func:`evaluate_trials`): stages are the trial's episodes, then the
+        evaluation episodes; one value per task (``[stages, tasks, 1]``)."""
+        returns, success = evaluate_trials(sampler, list(tasks), self.episodes_per_trial, self.reward_scale,
+                                           evaluation_episodes, actions, gamma, device)
+        return Evaluation(returns[..., None], None if success is None else success[..., None])
 
     def step(self, trials: Sequence[TrialBatch]) -> StepLogs:
         """PPO epochs on one iteration's trials; returns what to log."""
@@ -257,3 +266,32 @@ class RL2PPO(MetaLearner):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.num_updates = int(state["num_updates"])
+
+
+def evaluate_trials(sampler, tasks: list, episodes_per_trial: int, reward_scale: float, evaluation_episodes: int,
+                    actions: str, gamma: float, device) -> tuple[np.ndarray, np.ndarray | None]:
+    """Meta-World's protocol for recurrent agents on ``tasks``: a trial of
+    ``episodes_per_trial`` sampled adaptation episodes per slot, then
+    ``evaluation_episodes`` episodes that each restart from the state the
+    adaptation reached (with ``actions``: ``"mean"`` as Meta-World).
+
+    :return: ``[N + 1, len(tasks)]`` mean returns (rows: each adaptation
+        episode, then the evaluation episodes), and the success rates alike
+        (``None`` without ``success``).
+    """
+    adapted = sampler.rollout_trials(tasks, episodes_per_trial, reward_scale=reward_scale, gamma=gamma, device=device)
+    start = stack_start(adapted)
+    evaluations = [sampler.rollout_trials(tasks, 1, start=start, actions=actions, reward_scale=reward_scale,
+                                          gamma=gamma, device=device) for _ in range(evaluation_episodes)]
+
+    def per_task(values: list) -> np.ndarray:  # [N, B] tensors per task -> [N, tasks]
+        return np.stack([np.nanmean(v.cpu().numpy(), axis=1) for v in values], axis=1)
+
+    returns = per_task([b.episode_returns() for b in adapted])
+    returns_eval = np.mean([per_task([b.episode_returns() for b in batches])[0] for batches in evaluations], axis=0)
+    returns = np.concatenate([returns, returns_eval[None]])
+    if not all("success" in b.infos for b in adapted):
+        return returns, None
+    success = per_task([b.episode_success() for b in adapted])
+    success_eval = np.mean([per_task([b.episode_success() for b in batches])[0] for batches in evaluations], axis=0)
+    return returns, np.concatenate([success, success_eval[None]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from typing import Callable, Iterator, Mapping, Sequence
 
@@ -86,6 +87,35 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
     if bias is None:
         return torch.bmm(x, weight.transpose(-1, -2))
     return torch.baddbmm(bias.unsqueeze(-2), x, weight.transpose(-1, -2))
+
+
+def meta_parameters(policy: torch.nn.Module):
+    """The ``(name, parameter)`` pairs that adapt: ``policy.named_meta_parameters()``
+    where the policy defines it, else its parameters that require gradients."""
+    named = getattr(policy, "named_meta_parameters", None)
+    return named() if named is not None else ((n, p) for n, p in policy.named_parameters() if p.requires_grad)
+
+
+def takes_params(policy: nn.Module) -> bool:
+    """Whether ``policy(observations, params=...)`` can be called: its forward names
+    ``params`` or takes ``**kwargs`` (a signature that cannot be read is given the benefit)."""
+    try:
+        parameters = inspect.signature(policy.forward).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "params" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def require_params_argument(policy: nn.Module, why: str) -> None:
+    """Refuse, before any rollout, per-task parameters for a policy whose forward takes no
+    ``params=``: it failed deep in the rollout or the inner loss with a bare TypeError."""
+    if not takes_params(policy):
+        name = type(policy).__name__
+        raise TypeError(
+            f"{why}, but {name}.forward() takes no params= argument: give it one "
+            f"(forward(self, observations, params=None), using the dict's tensors in place of the module's own "
+            f"when given), or call rollout(tasks) without params (sample(tasks, num_steps=0) does no adaptation)"
+        )
 
 
 class Policy(nn.Module):

@@ -1,7 +1,9 @@
 """Checkpoints: the complete state of a run, written atomically and read without running code.
 
-A resumed run restores the policy, the baseline, the sampler, the random
-generators and the counters, so it continues exactly as a run never stopped.
+A resumed run restores the policy, the sampler, the meta-learner's state, the
+random generators and the counters, so it continues exactly as a run never
+stopped. (Older checkpoints also hold the linear baseline's weights,
+which every fit overwrites: they are read and not needed.)
 """
 
 from __future__ import annotations
@@ -56,7 +58,6 @@ def save_checkpoint(
     iteration: int,
     config: Mapping[str, Any],
     policy: torch.nn.Module,
-    baseline: torch.nn.Module,
     sampler: Any,
     counters: Mapping[str, Any],
     metalearner: Any,
@@ -75,7 +76,6 @@ def save_checkpoint(
             "iteration": int(iteration),
             "config": dict(config),
             "policy": _cpu_state_dict(policy),
-            "baseline": _cpu_state_dict(baseline),
             "sampler": sampler.state_dict(),
             "rng": _rng_state(),
             "counters": dict(counters),
@@ -160,7 +160,7 @@ def read_checkpoint(path: str | Path) -> dict:
     remedy = (f"Restore a good copy of it, or start the run again from scratch with --overwrite "
               f"(which discards {path.name}).")
     state = safe_load(path, remedy)
-    keys = ("version", "iteration", "config", "policy", "baseline", "sampler", "rng", "counters")
+    keys = ("version", "iteration", "config", "policy", "sampler", "rng", "counters")
     if not isinstance(state, dict) or any(key not in state for key in keys):
         raise ConfigError(f"{path} is not a maml_rl training checkpoint (it lacks {', '.join(keys)}). {remedy}")
     if state["version"] != CHECKPOINT_VERSION:
@@ -181,7 +181,6 @@ def load_checkpoint(
     *,
     config: Mapping[str, Any],
     policy: torch.nn.Module,
-    baseline: torch.nn.Module,
     sampler: Any,
     metalearner: Any,
     monitors: Mapping[str, Any] | None = None,
@@ -202,7 +201,6 @@ def load_checkpoint(
     if differences:
         raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
     policy.load_state_dict(state["policy"])
-    baseline.load_state_dict(state["baseline"])
     sampler.load_state_dict(state["sampler"])
     if "metalearner" in state or metalearner.state_dict():
         if "metalearner" not in state:

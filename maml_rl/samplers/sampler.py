@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from maml_rl.adaptation import InnerLoop, unstack_task_params
+from maml_rl.baseline import fit_advantages
 from maml_rl.episodes import BatchEpisodes, check_loss_averaging
 from maml_rl.hyperparameters import DEFAULTS
 from maml_rl.legacy.sampler import LegacySamplerMethods, check_env_argument
@@ -29,13 +29,11 @@ from .rollout.actions import check_policy
 from .errors import SamplerClosedError
 from .rollout.request import (
     ActionMode,
-    Params,
     ParamsArg,
     RolloutRequest,
     Trial,
     checked_task_params,
     complete_params,
-    require_params_argument,
 )
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
@@ -204,65 +202,6 @@ class MultiTaskSampler(LegacySamplerMethods):
         """Draw ``num_tasks`` tasks from the env's task distribution (seeded)."""
         return list(self.env.unwrapped.sample_tasks(num_tasks))
 
-    def sample(
-        self,
-        tasks: Sequence[Any],
-        num_steps: Optional[int] = None,
-        fast_lr: Optional[float] = None,
-        gamma: float = DEFAULTS.gamma,
-        gae_lambda: float = DEFAULTS.gae_lambda,
-        device: Union[str, torch.device] = "cpu",
-        averaging: Optional[str] = None,
-        *,
-        inner_loop: Optional[InnerLoop] = None,
-        valid_actions: str = "sample",
-    ) -> Tuple[List[List[BatchEpisodes]], List[BatchEpisodes]]:
-        """Roll out, adapt, and roll out again with the adapted parameters.
-
-        The adaptation is :class:`~maml_rl.adaptation.InnerLoop`'s: ``num_steps``
-        REINFORCE steps of size ``fast_lr``, with ``averaging`` (``"step"`` or
-        ``"episode"``) weighing the steps of a task in the inner loss and the
-        advantage normalisation. Give either those three (defaults from
-        :data:`maml_rl.hyperparameters.DEFAULTS`) or ``inner_loop``, e.g. a
-        meta-learner's own ``learner.inner_loop``, so that both adapt alike.
-
-        ``valid_actions="mean"`` rolls out the adapted policies' most likely
-        actions after the last step (evaluation, as Meta-World's protocol
-        does); the adaptation episodes are always sampled.
-
-        :returns: ``(train_episodes, valid_episodes)``: ``train_episodes[step][task]``
-            are the episodes gathered before inner step ``step`` and
-            ``valid_episodes[task]`` those gathered after the last step. With
-            ``num_steps=0`` there is no adaptation: ``train_episodes`` is empty
-            and ``valid_episodes`` uses the current policy. Every batch records
-            the parameters that sampled it (``behaviour_params``).
-        """
-        refuse_recurrent(self.policy, "sample")
-        inner_loop = InnerLoop.resolve(inner_loop, num_steps, fast_lr, averaging)
-        valid_mode = ActionMode.parse(valid_actions, "valid_actions")
-        tasks = list(tasks)
-        if not tasks:
-            raise ValueError("sample() needs at least one task")
-        if inner_loop.num_steps > 0 and self.baseline is None:
-            raise ValueError(
-                "sample() adapts with advantages, which need a baseline: create the sampler with "
-                "baseline=LinearFeatureBaseline(observation_size), or use num_steps=0"
-            )
-        if inner_loop.num_steps > 0:
-            require_params_argument(self.policy, "sample() adapts, then calls policy(observations, params=...)")
-        with self._in_use("sample"):
-            params: ParamsArg = None
-            stacked: Optional[Params] = None
-            train_episodes = []
-            for _ in range(inner_loop.num_steps):
-                episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop)
-                train_episodes.append(episodes)
-                stacked = inner_loop.sampling_step(self.policy, episodes, stacked, device)
-                params = unstack_task_params(stacked)
-            valid_episodes = self._rollout(tasks, params, gamma, gae_lambda, device, inner_loop.averaging, inner_loop,
-                                           valid_mode)
-        return train_episodes, valid_episodes
-
     def rollout(
         self,
         tasks: Sequence[Any],
@@ -295,7 +234,7 @@ class MultiTaskSampler(LegacySamplerMethods):
         check_loss_averaging(averaging)
         mode = ActionMode.parse(actions)
         with self._in_use("rollout"):
-            return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, None, mode)
+            return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, mode)
 
     def rollout_trials(self, tasks: Sequence[Any], episodes_per_trial: int, *, params: ParamsArg = None,
                        start=None, actions: str = "sample", inputs: str = "rl2", reward_scale: float = 1.0,
@@ -347,19 +286,15 @@ class MultiTaskSampler(LegacySamplerMethods):
         with self._in_use("rollout_trials"):
             return self._run(tasks, params, device, mode, trial, assemble)
 
-    def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging, inner_loop,
+    def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging,
                  actions: ActionMode = ActionMode.SAMPLE) -> List[BatchEpisodes]:
         tasks = list(tasks)
         if not tasks and not self.closed:
             raise ValueError("rollout() needs at least one task")
         episodes = self._run(tasks, params, device, actions, Trial(),
                              lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
-        for batch in episodes:
-            batch.inner_loop = inner_loop
-        if self.baseline is not None:
-            for batch in episodes:
-                self.baseline.fit(batch)
-                batch.compute_advantages(self.baseline, gae_lambda=gae_lambda, normalize=True, averaging=averaging)
+        if self.baseline is not None:  # pytorch-maml-rl's sampler took the baseline; a meta-learner fits its own
+            fit_advantages(episodes, self.baseline, gae_lambda=gae_lambda, averaging=averaging)
         return episodes
 
     def _run(self, tasks: List[Any], params: ParamsArg, device, actions: ActionMode, trial: Trial, assemble):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import inspect
 from dataclasses import dataclass, replace
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -13,8 +12,7 @@ import cloudpickle
 import numpy as np
 import torch
 
-from maml_rl.adaptation import meta_parameters
-from maml_rl.policies.policy import Params
+from maml_rl.policies.policy import Params, meta_parameters, require_params_argument
 
 # What rollout() takes: None (the policy's own), one dict for every task, or one per task.
 ParamsArg = Union[None, Params, Sequence[Optional[Params]]]
@@ -68,28 +66,6 @@ def _unpicklable_part(task: Any) -> str:
         except Exception:
             return f" (its entry [{key!r}] = {value!r})"
     return ""
-
-
-def takes_params(policy: torch.nn.Module) -> bool:
-    """Whether ``policy(observations, params=...)`` can be called: its forward names
-    ``params`` or takes ``**kwargs`` (a signature that cannot be read is given the benefit)."""
-    try:
-        parameters = inspect.signature(policy.forward).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == "params" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
-def require_params_argument(policy: torch.nn.Module, why: str) -> None:
-    """Refuse, before any rollout, per-task parameters for a policy whose forward takes no
-    ``params=``: it failed deep in the rollout or the inner loss with a bare TypeError."""
-    if not takes_params(policy):
-        name = type(policy).__name__
-        raise TypeError(
-            f"{why}, but {name}.forward() takes no params= argument: give it one "
-            f"(forward(self, observations, params=None), using the dict's tensors in place of the module's own "
-            f"when given), or call rollout(tasks) without params (sample(tasks, num_steps=0) does no adaptation)"
-        )
 
 
 class ActionMode(str, enum.Enum):

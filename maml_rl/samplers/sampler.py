@@ -8,8 +8,6 @@ rollout (``backends``), and turns the trajectories into checked episodes
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import gymnasium as gym
@@ -27,6 +25,7 @@ from .backends.base import RolloutBackend
 from .backends.local import LocalBackend
 from .rollout.actions import check_policy
 from .errors import SamplerClosedError
+from .exclusive import OneCallAtATime
 from .rollout.request import (
     ActionMode,
     ParamsArg,
@@ -38,7 +37,7 @@ from .rollout.request import (
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
 from .trajectories import behaviour_params, check_outputs, to_episodes, to_trials
-from .trial_requests import check_recurrent_policy, make_trial, refuse_recurrent
+from .trial_requests import refuse_recurrent, trial_request
 
 class MultiTaskSampler(LegacySamplerMethods):
     """Samples batches of episodes for many tasks at once, in parallel.
@@ -50,55 +49,30 @@ class MultiTaskSampler(LegacySamplerMethods):
     ``seed`` gives bit-identical episodes whatever ``num_workers``, the start
     method, ``partial``, the fast path or the backend.
 
-    :param env_name: a registered gymnasium id (``import maml_rl.envs``
-        registers this package's), used with ``env_kwargs`` unless ``env_fn``
-        is given.
-    :param env_kwargs: keyword arguments for ``gymnasium.make``.
+    Every argument is described in ``docs/sampler.md`` ("API"); in short:
+
+    :param env_name, env_kwargs: a registered gymnasium id and ``gymnasium.make``'s keywords
+        (``import maml_rl.envs`` registers this package's); or ``env_fn``, any picklable
+        callable returning a meta-learning env (``sample_tasks``, ``reset_task``).
     :param batch_size: episodes per task per rollout.
-    :param policy: a ``torch.nn.Module`` mapping observations (and an optional
-        ``params=`` dict) to a ``torch.distributions.Distribution``.
-    :param baseline: a baseline with ``fit(episodes)`` and
-        ``forward(episodes)`` (e.g. ``LinearFeatureBaseline``), used to
-        compute advantages; ``None`` skips them.
-    :param env_fn: any picklable callable returning a meta-learning env
-        (with ``sample_tasks`` and ``reset_task``): a class, a function, a
-        lambda or a ``functools.partial``; replaces ``env_name``/``env_kwargs``.
-    :param seed: seed of everything random in sampling; ``None`` draws one
-        (readable as ``sampler.seed``).
-    :param num_workers: ChildEnv processes; ``0`` steps the envs in this
-        process. Default: one per CPU this process may use; ``0`` on one CPU
-        and on the MuJoCo fast path (one ``mujoco.batch`` thread per CPU,
-        faster than as many processes).
-    :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; default
-        forkserver where available, else spawn.
-    :param partial: if true, step each worker again as soon as it is ready
-        instead of waiting for all of them at every step (``docs/sampler.md``
-        says when this pays).
-    :param max_episode_steps: rollout horizon; default the env's
-        ``spec.max_episode_steps`` (or its ``TimeLimit``). For an env with no
-        time limit at all, episodes must end on their own within
-        ``NO_TIME_LIMIT_CAP`` (1000) steps, or sampling fails saying so.
-    :param mujoco_batch: the MuJoCo fast path, for envs that implement
-        ``maml_rl.envs.vectorised.VectorisedMujocoEnv`` (this package's
-        HalfCheetah and Ant envs): each worker steps all its envs with one
-        ``mujoco.batch`` call per step, with bit-identical results. ``None``
-        (default) uses it where it can, and logs one line saying why not for
-        an env that implements it; ``True`` requires it (``ValueError`` if it
-        cannot be used); ``False`` steps one env at a time.
-    :param batch_threads: threads of each fast-path ``Batch``. Default: 1
-        per worker process; with ``num_workers=0``, the CPUs this process may
-        use (the batch then runs them in this process).
-    :param info_keys: keys of ``step()``'s ``info`` whose values (numbers or
-        bools, at every step) the workers carry through the shared buffers
-        into ``BatchEpisodes.infos``, e.g. ``("success",)``. Default: the
-        env's own ``info_keys`` attribute (Meta-World's envs: ``success``),
-        else none. Carrying any steps the envs one at a time (the MuJoCo
-        fast path computes no info).
-    :param backend: ``"local"`` (this machine) or ``"ray"`` (sampling actors
-        across a Ray cluster, with ``ray_address``, ``ray_actors`` and
-        ``ray_cpus_per_actor``; see ``docs/ray.md``).
-    :param env: pytorch-maml-rl's argument, deprecated (:mod:`maml_rl.legacy`):
-        an env of ``env_name``'s type, otherwise unused.
+    :param policy: a ``torch.nn.Module`` mapping observations (and an optional ``params=``
+        dict) to a ``torch.distributions.Distribution``.
+    :param baseline: pytorch-maml-rl's argument: when given, :meth:`rollout` fits it and sets
+        each batch's advantages; ``None`` (a meta-learner fits its own) leaves them unset.
+    :param seed: seed of everything random in sampling; ``None`` draws one (``sampler.seed``).
+    :param num_workers: ChildEnv processes (``0``: step the envs in this process); default one
+        per usable CPU, ``0`` on one CPU and on the MuJoCo fast path.
+    :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"`` (default forkserver where available).
+    :param partial: step each worker again as soon as it is ready, not in lockstep.
+    :param max_episode_steps: the horizon; default the env's time limit (episodes of an env
+        without one must end within ``NO_TIME_LIMIT_CAP`` steps).
+    :param mujoco_batch, batch_threads: the MuJoCo fast path (one ``mujoco.batch`` call a step,
+        the same bits): ``None`` where it can, ``True`` required, ``False`` never; its threads.
+    :param info_keys: keys of ``step()``'s ``info`` carried into ``BatchEpisodes.infos``
+        (default the env's ``info_keys``, e.g. Meta-World's ``success``).
+    :param backend, ray_address, ray_actors, ray_cpus_per_actor: ``"local"`` or ``"ray"``
+        (sampling actors across a cluster; ``docs/ray.md``).
+    :param env: pytorch-maml-rl's argument, deprecated: an env of ``env_name``'s type, unused.
 
     See ``docs/sampler.md`` for a complete example and the reproducibility contract.
 
@@ -170,10 +144,7 @@ class MultiTaskSampler(LegacySamplerMethods):
         self.num_workers = layout.num_workers
         self._num_rollouts = 0
         self.closed = False
-        # Not thread-safe by design (one shared set of buffers and workers):
-        # a second concurrent call is refused rather than left to corrupt both.
-        self._lock = threading.Lock()
-        self._busy_with = ""
+        self._in_use = OneCallAtATime("MultiTaskSampler")
 
     # Read-only views of the settings, under the constructor's names.
     backend = property(lambda self: self.settings.backend, doc="``\"local\"`` or ``\"ray\"``.")
@@ -242,46 +213,25 @@ class MultiTaskSampler(LegacySamplerMethods):
                        device: Union[str, torch.device] = "cpu") -> List[TrialBatch]:
         """Roll out ``batch_size`` trials of each task: ``episodes_per_trial``
         episodes back to back per slot, the env reset (with its next seed)
-        whenever an episode ends, a recurrent policy's state kept across
-        those resets and initialised only at the trial's start.
+        whenever an episode ends, a recurrent policy's state kept across those
+        resets (``docs/sampler.md``, "Trials and recurrent policies").
 
-        A recurrent policy (``maml_rl.policies.recurrent.RecurrentPolicy``)
-        sees RL²'s input (``inputs="rl2"``: the observation, the previous
-        action, ``reward_scale`` times the previous reward and the previous
-        done flag, all zero at a trial's start) or the observation alone
-        (``"observations"``). A feed-forward policy sees observations (with
-        ``params`` as in :meth:`rollout`); with one episode per trial its
-        episodes are those :meth:`rollout` would give.
-
-        :param start: continue each slot from a finished trial's end instead
-            of a fresh state: ``maml_rl.trials.stack_start(batches)`` (Meta-World's
-            protocol restarts every evaluation episode from the state reached
-            after adaptation).
-        :param chunk: record the state before every ``chunk``-th step (the starts
-            of truncated-BPTT chunks) in ``TrialBatch.chunk_states``.
+        :param inputs: what a recurrent policy sees: ``"rl2"`` (the observation, the
+            previous action, ``reward_scale`` times the previous reward and done flag,
+            zero at a trial's start) or ``"observations"``. A feed-forward policy sees
+            observations (with ``params`` as in :meth:`rollout`).
+        :param start: continue each slot from a finished trial's end,
+            ``maml_rl.trials.stack_start(batches)`` (Meta-World's evaluation protocol).
+        :param chunk: record the state before every ``chunk``-th step (truncated BPTT).
         :returns: one :class:`~maml_rl.trials.TrialBatch` per task (no advantages).
         """
-        spec = self.workload.spec
         tasks = list(tasks)
-        if not tasks:
-            raise ValueError("rollout_trials() needs at least one task")
-        trial = make_trial(self.policy, spec, episodes_per_trial, inputs, reward_scale, chunk, start,
-                           len(tasks) * self.batch_size)
-        if trial.recurrent and params is not None:
-            raise ValueError("params= are per-task parameters of a feed-forward policy; a recurrent policy "
-                             "adapts in its state, not its parameters")
-        if trial.recurrent and trial.inputs not in self._checked_inputs:
-            check_recurrent_policy(self.policy, spec, trial.inputs)
-            self._checked_inputs.add(trial.inputs)
+        trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes_per_trial, inputs,
+                              reward_scale, chunk, start, self.batch_size, self._checked_inputs)
         mode = ActionMode.parse(actions)
-        start_rows = None if trial.start is None else (trial.start.actions, trial.start.rewards, trial.start.dones)
 
         def assemble(trajectories):
-            batches = to_trials(trajectories, tasks, self.workload, gamma, device, trial.episodes, trial.chunk,
-                                start_rows)
-            for batch in batches:  # what policy_inputs() and a learner need to rebuild the inputs exactly
-                batch.inputs, batch.reward_scale = trial.inputs.value, float(trial.reward_scale)
-            return batches
+            return to_trials(trajectories, tasks, self.workload, gamma, device, trial)
 
         with self._in_use("rollout_trials"):
             return self._run(tasks, params, device, mode, trial, assemble)
@@ -367,18 +317,3 @@ class MultiTaskSampler(LegacySamplerMethods):
             f"num_workers={self.num_workers}, start_method={self.start_method!r}, "
             f"partial={self.partial}, mujoco_batch={self.mujoco_batch}, backend={self.backend!r}, seed={self.seed})"
         )
-
-    # -- internals ----------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _in_use(self, call: str):
-        if not self._lock.acquire(blocking=False):
-            raise RuntimeError(
-                f"MultiTaskSampler.{call}() was called while {self._busy_with} is still running: "
-                "the sampler is not thread-safe. Use one sampler per thread, or a lock around its calls."
-            )
-        self._busy_with = f"{call}() in thread {threading.current_thread().name!r}"
-        try:
-            yield
-        finally:
-            self._lock.release()

@@ -8,12 +8,12 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from maml_rl.adaptation import meta_parameters
+from maml_rl.policies.policy import meta_parameters
 from maml_rl.episodes import BatchEpisodes
 from maml_rl.trials import TrialBatch
 
 from .errors import EnvOutputError
-from .rollout.request import Params
+from .rollout.request import Params, Trial
 from .settings.workload import Workload
 from .workers.buffers import EndReason, Trajectories
 
@@ -93,9 +93,12 @@ def to_episodes(trajectories: Trajectories, tasks: Sequence[Any], workload: Work
 
 
 def to_trials(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload, gamma: float, device,
-              episodes: int, chunk: Optional[int], start: Optional[tuple]) -> List[TrialBatch]:
+              trial: Trial) -> List[TrialBatch]:
     """Per-task :class:`TrialBatch` es, with what a recurrent policy recorded
-    (log-probs, the states at chunk starts and after the last step)."""
+    (log-probs, the states at chunk starts and after the last step), and the
+    inputs it saw, so that ``policy_inputs()`` and a learner rebuild them exactly."""
+    episodes, chunk = trial.episodes, trial.chunk
+    start = None if trial.start is None else (trial.start.actions, trial.start.rewards, trial.start.dones)
     views, info_keys = trajectories, workload.spec.info_keys
     K, B = len(tasks), workload.batch_size
     lengths, per_task = _task_major(views, K, B)
@@ -117,7 +120,7 @@ def to_trials(trajectories: Trajectories, tasks: Sequence[Any], workload: Worklo
         chunk_states = chunk_states[:, :-(-observations.shape[1] // chunk)]
     starts = None if start is None else [tuple(torch.from_numpy(np.asarray(a[k * B:(k + 1) * B])) for a in start)
                                          for k in range(K)]
-    return [
+    batches = [
         TrialBatch(observations[k], actions[k], rewards[k], lengths[k], task=task, gamma=gamma, device=device,
                    infos=None if infos is None else {key: infos[k, ..., i] for i, key in enumerate(info_keys)},
                    dones=dones[k], episodes_per_trial=episodes,
@@ -127,6 +130,9 @@ def to_trials(trajectories: Trajectories, tasks: Sequence[Any], workload: Worklo
                    start=None if starts is None else starts[k], num_categories=workload.spec.num_categories)
         for k, task in enumerate(tasks)
     ]
+    for batch in batches:
+        batch.inputs, batch.reward_scale = trial.inputs.value, float(trial.reward_scale)
+    return batches
 
 
 def behaviour_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> List[Params]:

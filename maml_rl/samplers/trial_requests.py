@@ -29,6 +29,22 @@ def refuse_recurrent(policy, call: str) -> None:
         )
 
 
+def trial_request(policy, spec: BufferSpec, tasks: Sequence[Any], params: Any, episodes_per_trial: Any, inputs: Any,
+                  reward_scale: Any, chunk: Optional[int], start: Any, batch_size: int, checked_inputs: set) -> Trial:
+    """The checked :class:`Trial` of a ``rollout_trials`` call; a recurrent policy is probed once per input
+    mode (``checked_inputs`` remembers which)."""
+    if not tasks:
+        raise ValueError("rollout_trials() needs at least one task")
+    trial = make_trial(policy, spec, episodes_per_trial, inputs, reward_scale, chunk, start, len(tasks) * batch_size)
+    if trial.recurrent and params is not None:
+        raise ValueError("params= are per-task parameters of a feed-forward policy; a recurrent policy "
+                         "adapts in its state, not its parameters")
+    if trial.recurrent and trial.inputs not in checked_inputs:
+        check_recurrent_policy(policy, spec, trial.inputs)
+        checked_inputs.add(trial.inputs)
+    return trial
+
+
 def make_trial(policy, spec: BufferSpec, episodes_per_trial: Any, inputs: Any, reward_scale: Any,
                chunk: Optional[int], start: Union[None, Mapping[str, Any], Sequence[Any]], num_slots: int) -> Trial:
     """The :class:`Trial` of a ``rollout_trials`` call, every argument checked first."""

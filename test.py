@@ -60,7 +60,7 @@ with quiet_interrupt("test.py"):
         read_policy,
         summary_table,
     )
-    from maml_rl.metalearners import METALEARNERS, make_metalearner, make_policy
+    from maml_rl.metalearners import METALEARNERS, MetaLearner, make_metalearner, make_policy
     from maml_rl.results import RECORD_KEY, record_array
     from maml_rl.runs import atomic_write, check_writable, resolve_device
     from maml_rl.samplers import MultiTaskSampler, usable_cpus
@@ -166,6 +166,10 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         raise ConfigError(f"--policy {args.policy} does not fit the policy of {args.config}: {exc}") from None
     policy.to(device)
     learner = make_metalearner({**config, "seed": seed}, policy, device)  # evaluates only: no update, no draw
+    if type(learner).evaluate is MetaLearner.evaluate:
+        raise ConfigError(f"{type(learner).__name__} (algorithm: {config['algorithm']}) defines no evaluate(): "
+                          "test.py adapts by each learner's own protocol; give the class an evaluate() returning "
+                          "maml_rl.metalearners.base.Evaluation (docs/training.md, \"Other meta-learners\")")
     listed = listed_tasks(config, env, env_kwargs) if args.all_tasks else None
     env.close()
 

@@ -13,7 +13,9 @@ from maml_rl.hyperparameters import ALGORITHM_KEYS
 from maml_rl.runs.checkpoints import read_checkpoint
 from maml_rl.metalearners import (METALEARNERS, AdaptationBatch, GradientMetaLearner, MAMLTRPO, MetaLearner, ProMP,
                                   RL2PPO)
-from scripts import train
+from maml_rl.config import ConfigError
+from maml_rl.metalearners.base import Evaluation
+from scripts import evaluate, train
 
 
 class RandomSearch(MetaLearner):
@@ -78,3 +80,26 @@ def test_a_learner_without_state_refuses_one():
     assert learner.state_dict() == {}
     with pytest.raises(ValueError, match="keeps no state"):
         learner.load_state_dict({"moments": 1})
+
+
+class EvaluatedRandomSearch(RandomSearch):
+    """The same learner with an evaluation protocol: one stage, the current policy's returns."""
+
+    def evaluate(self, sampler, tasks, gamma, device="cpu", *, actions="sample", num_steps=None,
+                 evaluation_episodes=1):
+        episodes = sampler.rollout(tasks, gamma=gamma, device=device, actions=actions)
+        return Evaluation(torch.stack([b.total_rewards for b in episodes])[None].numpy(), None)
+
+
+def test_test_py_evaluates_through_the_learner_and_refuses_one_without_a_protocol(random_search, monkeypatch,
+                                                                                  tmp_path):
+    config = write_small_config(tmp_path, **{"algorithm": "random-search", "num-batches": 1})
+    train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0"])
+    argv = ["--config", str(tmp_path / "run" / "config.json"), "--num-batches", "2", "--meta-batch-size", "3",
+            "--num-workers", "0", "--output", str(tmp_path / "results.npz")]
+    with pytest.raises(ConfigError, match="RandomSearch .*defines no evaluate"):
+        evaluate.main(argv)
+    assert not (tmp_path / "results.npz").exists()
+    monkeypatch.setitem(METALEARNERS, "random-search", EvaluatedRandomSearch)
+    results = evaluate.main(argv)
+    assert results["returns_per_step"].shape[:2] == (1, 6)  # one stage, 2 batches x 3 tasks

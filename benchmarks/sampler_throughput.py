@@ -506,7 +506,7 @@ def profile_sampler(contender: SamplerContender, lines: int) -> str:
     """cProfile of the main process during one sample(num_steps=0) call."""
     profiler = cProfile.Profile()
     profiler.enable()
-    contender.sample_adapt_sample(sampler, contender.tasks, num_steps=0)
+    sample_adapt_sample(contender.sampler, contender.tasks, num_steps=0)
     profiler.disable()
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)

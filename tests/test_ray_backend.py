@@ -28,6 +28,7 @@ from ray.cluster_utils import Cluster
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.metalearners.sampling import sample_adapt_sample
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
 from maml_rl.samplers.backends.ray import _placement, _split
@@ -376,7 +377,6 @@ import cloudpickle
 import sampler_envs
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.metalearners.sampling import sample_adapt_sample
 from sampler_envs import make_probe_env
 
 cloudpickle.register_pickle_by_value(sampler_envs)

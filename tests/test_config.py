@@ -247,13 +247,13 @@ def test_non_meta_env_is_rejected():
 
 def test_left_out_gamma_and_fast_lr_mean_the_api_defaults():
     """A key left out of a config means what leaving the argument out of the Python API means."""
-    from maml_rl.metalearners import MAMLTRPO, make_metalearner
+    from maml_rl.metalearners import MAMLTRPO, make_metalearner, sample_adapt_sample
     from maml_rl.policies import get_policy_for_env
     from maml_rl.samplers import MultiTaskSampler
 
     raw = {key: value for key, value in MINIMAL.items() if key not in ("gamma", "fast-lr")}
     config = validate_config(raw)
-    assert config["gamma"] == inspect.signature(MultiTaskSampler.sample).parameters["gamma"].default
+    assert config["gamma"] == inspect.signature(sample_adapt_sample).parameters["gamma"].default
     assert config["fast-lr"] == inspect.signature(MAMLTRPO).parameters["fast_lr"].default
     policy = get_policy_for_env(maml_rl.envs.make_env("2DNavigation-v0")(), hidden_sizes=(4,))
     assert make_metalearner(config, policy).inner_loop == MAMLTRPO(policy).inner_loop

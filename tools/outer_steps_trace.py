@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from step_audit import load_run  # noqa: E402
 
+from maml_rl.metalearners import sample_adapt_sample  # noqa: E402
 from maml_rl.samplers import MultiTaskSampler  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
                           seed=config["seed"], num_workers=0) as sampler:
         sampler.load_state_dict(state["sampler"])
         tasks = sampler.sample_tasks(config["meta-batch-size"])
-        train, valid = sampler.sample(tasks, inner_loop=learner.inner_loop, gamma=config["gamma"],
+        train, valid = sample_adapt_sample(sampler, tasks, inner_loop=learner.inner_loop, gamma=config["gamma"],
                                       gae_lambda=config["gae-lambda"])
     print(f"{args.checkpoint}: iteration {state['iteration']}", flush=True)
     steps = learner.outer_steps

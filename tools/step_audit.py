@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from maml_rl.baseline import LinearFeatureBaseline  # noqa: E402
 from maml_rl.config import apply_overrides, build_env, parse_override, validate_config  # noqa: E402
-from maml_rl.metalearners import make_metalearner, make_policy  # noqa: E402
+from maml_rl.metalearners import make_metalearner, make_policy, sample_adapt_sample  # noqa: E402
 from maml_rl.runs.checkpoints import read_checkpoint  # noqa: E402
 from maml_rl.runs.metrics import episode_stats  # noqa: E402
 from maml_rl.samplers import MultiTaskSampler  # noqa: E402
@@ -51,7 +51,8 @@ def load_run(checkpoint: Path, overrides=()):
     env.close()
     learner = make_metalearner(config, policy, "cpu")
     policy.load_state_dict(state["policy"])
-    baseline.load_state_dict(state["baseline"])
+    if "baseline" in state:  # older checkpoints; every fit overwrites it anyway
+        baseline.load_state_dict(state["baseline"])
     if "metalearner" in state and hasattr(learner, "load_state_dict"):
         learner.load_state_dict(state["metalearner"])
     return state, config, policy, baseline, learner
@@ -61,7 +62,7 @@ def evaluated_return(sampler: MultiTaskSampler, learner, config: dict, state: di
     """Mean return after adaptation on the evaluation set that ``state`` (a sampler state) draws."""
     sampler.load_state_dict(state)
     tasks = sampler.sample_tasks(num_tasks)
-    train, valid = sampler.sample(tasks, inner_loop=learner.inner_loop, gamma=config["gamma"],
+    train, valid = sample_adapt_sample(sampler, tasks, inner_loop=learner.inner_loop, gamma=config["gamma"],
                                   gae_lambda=config["gae-lambda"])
     return episode_stats(train, valid)["return_after"]
 
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
                 sampler.load_state_dict(train_state)
                 started = time.perf_counter()
                 tasks = sampler.sample_tasks(size)
-                train, valid = sampler.sample(tasks, inner_loop=learner.inner_loop, gamma=config["gamma"],
+                train, valid = sample_adapt_sample(sampler, tasks, inner_loop=learner.inner_loop, gamma=config["gamma"],
                                               gae_lambda=config["gae-lambda"])
                 train_state = copy.deepcopy(sampler.state_dict())
                 batch_return = episode_stats(train, valid)["return_after"]

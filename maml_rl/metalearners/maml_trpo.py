@@ -323,7 +323,8 @@ class MAMLTRPO(GradientMetaLearner):
         check_same_params(
             graph.adapted_params, behaviour, "valid_episodes",
             f"{recorded}Sample them with this learner's inner loop, {self.inner_loop} "
-            f"(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.",
+            f"(learner.sample(sampler, tasks), or sample_adapt_sample(sampler, tasks, "
+            "inner_loop=learner.inner_loop)), and with the current policy.",
         )
         with torch.no_grad():
             return self.policy(valid.observations, params=behaviour)

@@ -158,7 +158,8 @@ class ProMP(GradientMetaLearner):
             what = "valid_episodes" if i == self.num_steps else f"train_episodes[{i}]"
             remedy = ("Sample new episodes after every step(): each batch serves one update." if i == 0 else
                       f"Sample them with this learner's inner loop, {self.inner_loop} "
-                      "(sampler.sample(tasks, inner_loop=learner.inner_loop)), and with the current policy.")
+                      "(learner.sample(sampler, tasks), or sample_adapt_sample(sampler, tasks, "
+                      "inner_loop=learner.inner_loop)), and with the current policy.")
             check_same_params(chain[i], recorded, what, remedy)
         return chain
 
@@ -175,7 +176,7 @@ class ProMP(GradientMetaLearner):
         """One ProMP meta-update: ``outer_steps`` Adam steps on the episodes of one batch of tasks.
 
         The episodes must come from the current policy through this learner's
-        inner loop (``sampler.sample(tasks, inner_loop=learner.inner_loop)``);
+        inner loop (``learner.sample(sampler, tasks)``);
         others are refused (:class:`~maml_rl.metalearners.StaleEpisodesError`),
         as are evaluation episodes of mean actions.
 

@@ -26,13 +26,13 @@ import json
 import sys
 from pathlib import Path
 
-from maml_rl.startup import quiet_interrupt
+from maml_rl.app.startup import quiet_interrupt
 
 with quiet_interrupt("report.py"):
-    from maml_rl.command_line import run_script
-    from maml_rl.config import ConfigError
-    from maml_rl.report_runs import distinct_runs, find_run_folders
-    from maml_rl.reports import ReportError, compare, comparison_problem, curves, format_report, load_run, summarise
+    from maml_rl.app.command_line import run_script
+    from maml_rl.config.loading import ConfigError
+    from maml_rl.app.report_runs import distinct_runs, find_run_folders
+    from maml_rl.app.reports import ReportError, compare, comparison_problem, curves, format_report, load_run, summarise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

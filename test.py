@@ -41,15 +41,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from maml_rl.startup import quiet_interrupt
+from maml_rl.app.startup import quiet_interrupt
 
 with quiet_interrupt("test.py"):
     import numpy as np
     from tqdm import tqdm
 
-    from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
-    from maml_rl.config import ConfigError, build_env, load_config
-    from maml_rl.evaluation import (
+    from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
+    from maml_rl.config.loading import ConfigError, build_env, load_config
+    from maml_rl.app.evaluation import (
         check_architecture,
         class_table,
         describe_origin,
@@ -61,8 +61,8 @@ with quiet_interrupt("test.py"):
         summary_table,
     )
     from maml_rl.metalearners import METALEARNERS, MetaLearner, make_metalearner, make_policy
-    from maml_rl.results import RECORD_KEY, record_array
-    from maml_rl.runs import atomic_write, check_writable, resolve_device
+    from maml_rl.app.results import RECORD_KEY, record_array
+    from maml_rl.app.runs import atomic_write, check_writable, resolve_device
     from maml_rl.samplers import MultiTaskSampler, usable_cpus
 
 __all__ = ["class_table", "main", "parse_args", "summary_table"]
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     if per_step_success:
         success = np.concatenate(per_step_success, axis=1)  # [K+1, N*M, B]
         results.update(train_success=success[0], valid_success=success[-1], success_per_step=success.mean(axis=2))
-    # How this was evaluated, so that report.py pools only like with like (maml_rl/results.py).
+    # How this was evaluated, so that report.py pools only like with like (maml_rl/app/results.py).
     settings = {
         "protocol": "rl2-trials" if recurrent else "gradient-steps", "num-steps": None if recurrent else num_steps,
         "fast-lr": None if recurrent else config["fast-lr"], "fast-batch-size": batch_size,

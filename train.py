@@ -31,14 +31,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from maml_rl.startup import quiet_interrupt
+from maml_rl.app.startup import quiet_interrupt
 
 with quiet_interrupt("train.py"):
-    from maml_rl.command_line import add_sampler_arguments, run_script, sampler_options
-    from maml_rl.config import parse_override
+    from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
+    from maml_rl.config.loading import parse_override
     from maml_rl.samplers import usable_cpus
-    from maml_rl.seeds import train_seeds_on_ray
-    from maml_rl.training import train_run
+    from maml_rl.app.multi_seed import train_seeds_on_ray
+    from maml_rl.app.training import train_run
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "maml" / "2d-navigation.yaml"
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> Path:
     if args.seeds is None:
         return train(args)
     if args.backend == "ray":
-        # Side by side: each seed a chain of Ray tasks (maml_rl.seeds), its sampler local in the task.
+        # Side by side: each seed a chain of Ray tasks (maml_rl.app.multi_seed), its sampler local in the task.
         return train_seeds_on_ray(args.output_folder, args.config, args.seeds, run_overrides(args),
                                   resume=args.resume, overwrite=args.overwrite, device=args.device,
                                   num_workers=args.num_workers, ray_address=args.ray_address,

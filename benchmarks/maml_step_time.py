@@ -24,8 +24,8 @@ import time
 
 import torch
 
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.episodes import BatchEpisodes
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.utils.memory import keep_freed_memory

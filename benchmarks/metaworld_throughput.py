@@ -48,7 +48,7 @@ import time
 import numpy as np
 import torch
 
-from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.envs import make_env
 from maml_rl.envs.metaworld import benchmark_tasks
 from maml_rl.policies import NormalMLPPolicy

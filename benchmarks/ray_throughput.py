@@ -43,7 +43,7 @@ import time
 import torch
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
 

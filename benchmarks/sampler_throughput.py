@@ -81,7 +81,7 @@ import numpy as np
 import torch
 
 import maml_rl.envs  # noqa: F401  (registers HalfCheetahVel-v5)
-from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.envs import make_env
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.adaptation import InnerLoop
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.config import CONFIG_KEYS, ConfigError, validate_config
+from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.config.loading import CONFIG_KEYS, ConfigError, validate_config
 from maml_rl.envs import make_env
-from maml_rl.hyperparameters import DEFAULTS, Hyperparameters
+from maml_rl.config.hyperparameters import DEFAULTS, Hyperparameters
 from maml_rl.metalearners import MAMLTRPO, METALEARNERS, MetaLearner, StaleEpisodesError, make_metalearner
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler

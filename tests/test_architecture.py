@@ -33,31 +33,31 @@ FORBIDDEN = {
     "maml_rl.envs": ("maml_rl.samplers", "maml_rl.policies", "maml_rl.metalearners", "torch"),
     "maml_rl.policies": ("maml_rl.samplers", "maml_rl.metalearners"),
     # The sampler knows rollouts: the algorithm's loop, inner step and losses are the meta-learners'.
-    "maml_rl.samplers": ("maml_rl.metalearners", "maml_rl.adaptation", "maml_rl.losses"),
-    "maml_rl.samplers.workers": ("torch", "maml_rl.policies", "maml_rl.episodes"),
+    "maml_rl.samplers": ("maml_rl.metalearners",),
+    "maml_rl.samplers.workers": ("torch", "maml_rl.policies", "maml_rl.data.episodes"),
 }
 
 
-# The whole package, bottom to top: a module imports its own rank or lower ones, and never its siblings.
+# The whole package by folder, bottom to top: a module imports its own layer or lower ones, and never a sibling.
+# One folder holds two layers: config/hyperparameters.py, the key table every layer reads its defaults from, and
+# config/loading.py, which checks config files against each meta-learner's keys (so sits above the algorithms).
 PACKAGE_RANKS = {
-    "maml_rl.utils": 0, "maml_rl.startup": 0, "maml_rl.results": 0, "maml_rl.plotting": 0,
+    "maml_rl.utils": 0,
     "maml_rl.envs": 1,
     "maml_rl.policies": 2,
-    "maml_rl.hyperparameters": 3,
-    "maml_rl.episodes": 4, "maml_rl.trials": 4, "maml_rl.baseline": 4,  # the data layer
-    "maml_rl.samplers": 5,
-    "maml_rl.metalearners": 5, "maml_rl.adaptation": 5, "maml_rl.losses": 5,  # the algorithms
+    "maml_rl.config.hyperparameters": 3,
+    "maml_rl.data": 4,
+    "maml_rl.samplers": 5, "maml_rl.metalearners": 5,
     "maml_rl.config": 6,
-    "maml_rl.runs": 7,
-    "maml_rl.training": 8, "maml_rl.evaluation": 8, "maml_rl.command_line": 8, "maml_rl.report_runs": 8,
-    "maml_rl.seeds": 9, "maml_rl.reports": 9,
+    "maml_rl.app": 7,
 }
 # Other meta-RL code imports the sampler alone; the algorithms take a sampler and never import it.
-PACKAGE_SIBLINGS = [("maml_rl.samplers", algorithm) for algorithm in
-                    ("maml_rl.metalearners", "maml_rl.adaptation", "maml_rl.losses")]
+PACKAGE_SIBLINGS = [("maml_rl.samplers", "maml_rl.metalearners")]
 # pytorch-maml-rl's names: anything may import them; at their top level they import only each other, and reach
 # the package inside the functions that resolve an old name.
 LEGACY = ("maml_rl.legacy", "maml_rl.episode", "maml_rl.utils.helpers", "maml_rl.utils.reinforcement_learning")
+# The package root holds only subpackages, the legacy shim of pytorch-maml-rl's ``maml_rl.episode`` and __init__.
+ROOT_FILES = {"__init__.py", "episode.py"}
 
 
 def module_name(path: Path) -> str:
@@ -244,3 +244,24 @@ def test_legacy_names_load_nothing_but_each_other():
 def test_the_sampler_facade_stays_small():
     lines = len((PACKAGE / "samplers" / "sampler.py").read_text().splitlines())
     assert lines <= MAX_FACADE_LINES, lines
+
+
+def test_the_root_holds_one_subpackage_per_layer():
+    """Every module of the root moved into the folder of its layer; only __init__ and a legacy shim stay."""
+    assert {p.name for p in PACKAGE.glob("*.py")} == ROOT_FILES
+    folders = {f"maml_rl.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders == {prefix for prefix in PACKAGE_RANKS if prefix.count(".") == 1} | {"maml_rl.legacy"}
+
+
+def test_the_folder_rule_would_catch_an_upward_import():
+    """The rule is not vacuous: the data layer importing the sampler, or the sampler a meta-learner, is caught."""
+    def upward(module, target):
+        own, rank = package_rank(module)
+        other, other_rank = package_rank(target)
+        return other_rank > rank or {own, other} in [set(pair) for pair in PACKAGE_SIBLINGS]
+
+    assert upward("maml_rl.data.episodes", "maml_rl.samplers.sampler")
+    assert upward("maml_rl.samplers.sampler", "maml_rl.metalearners.losses")
+    assert upward("maml_rl.config.hyperparameters", "maml_rl.config.loading")
+    assert upward("maml_rl.metalearners.base", "maml_rl.app.runs.files")
+    assert not upward("maml_rl.app.training", "maml_rl.samplers.sampler")

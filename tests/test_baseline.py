@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import maml_rl.baseline as baseline_module
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.episodes import BatchEpisodes
+import maml_rl.data.baseline as baseline_module
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.episodes import BatchEpisodes
 
 
 def features_by_hand(observations: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import maml_rl.envs
-from maml_rl.config import (
+from maml_rl.config.loading import (
     CONFIG_KEYS,
     ConfigError,
     apply_overrides,
@@ -288,7 +288,7 @@ def test_outer_kl_backtracks_need_an_outer_kl_limit():
 @pytest.fixture
 def second_algorithm(monkeypatch):
     """A made-up meta-learner, "toy", with one key of its own (clip-eps): added by a user, not shipped."""
-    from maml_rl.hyperparameters import Hyperparameter, number
+    from maml_rl.config.hyperparameters import Hyperparameter, number
     from maml_rl.metalearners import MAMLTRPO, METALEARNERS
 
     class Toy(MAMLTRPO):
@@ -329,7 +329,7 @@ def test_key_of_another_algorithm_is_refused(second_algorithm):
 
 
 def test_every_algorithm_declares_its_keys():
-    from maml_rl.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS
+    from maml_rl.config.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS
     from maml_rl.metalearners import METALEARNERS
 
     assert set(METALEARNERS) == set(ALGORITHM_KEYS)
@@ -355,7 +355,7 @@ def test_docs_hold_the_key_reference():
 
 def test_loss_averaging_choices_are_those_of_the_losses():
     """hyperparameters.py may not import the episodes (they read its defaults): the choices must agree."""
-    from maml_rl.episodes import LOSS_AVERAGING
+    from maml_rl.data.episodes import LOSS_AVERAGING
 
     assert CONFIG_KEYS["loss-averaging"].expected == " or ".join(f'"{value}"' for value in LOSS_AVERAGING)
     for value in LOSS_AVERAGING:

@@ -1,10 +1,10 @@
-"""The collapse flag of train.py (maml_rl.runs.decline) on hand-computed curves, and through a resumed run."""
+"""The collapse flag of train.py (maml_rl.app.runs.decline) on hand-computed curves, and through a resumed run."""
 
 from __future__ import annotations
 
 import pytest
 
-from maml_rl.runs.decline import DeclineMonitor
+from maml_rl.app.runs.decline import DeclineMonitor
 
 
 def feed(monitor, values):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from maml_rl.episodes import BatchEpisodes, TaskBatch, loss_weights, stack_episodes
+from maml_rl.data.episodes import BatchEpisodes, TaskBatch, loss_weights, stack_episodes
 from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_normalize
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from maml_rl.config import ConfigError
+from maml_rl.config.loading import ConfigError
 
 from conftest import SMALL_CONFIG
 from scripts import evaluate, train

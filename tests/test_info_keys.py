@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.episodes import BatchEpisodes
+from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerError
 

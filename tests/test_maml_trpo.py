@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch.distributions import kl_divergence
 
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.episodes import BatchEpisodes
-from maml_rl.losses import reinforce_loss
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.metalearners.losses import reinforce_loss
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors, unflatten_like
@@ -269,7 +269,7 @@ def test_step_checks_its_inputs():
 
 def test_constructor_defaults_are_the_declared_ones():
     """MAMLTRPO's keyword defaults are those of the keys it takes (shared and its own), as a config's."""
-    from maml_rl.hyperparameters import SHARED_KEYS
+    from maml_rl.config.hyperparameters import SHARED_KEYS
 
     signature = inspect.signature(MAMLTRPO).parameters
     declared = {h.argument: h for h in (*SHARED_KEYS, *MAMLTRPO.hyperparameters) if h.argument is not None}

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.distributions import Beta, Categorical, Distribution, Independent, Normal
 
-from maml_rl.adaptation import InnerLoop
-from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.samplers.rollout.noise import actions_from_noise
 from maml_rl.metalearners.sampling import sample_adapt_sample

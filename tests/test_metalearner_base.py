@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from conftest import write_small_config
-from maml_rl.hyperparameters import ALGORITHM_KEYS
-from maml_rl.runs.checkpoints import read_checkpoint
+from maml_rl.config.hyperparameters import ALGORITHM_KEYS
+from maml_rl.app.runs.checkpoints import read_checkpoint
 from maml_rl.metalearners import (METALEARNERS, AdaptationBatch, GradientMetaLearner, MAMLTRPO, MetaLearner, ProMP,
                                   RL2PPO)
-from maml_rl.config import ConfigError
+from maml_rl.config.loading import ConfigError
 from maml_rl.metalearners.base import Evaluation
 from scripts import evaluate, train
 

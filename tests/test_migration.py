@@ -24,12 +24,12 @@ import torch
 import yaml
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.config import load_config
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.config.loading import load_config
 from maml_rl.envs import make_env
 from maml_rl.envs.errors import RetiredEnvError
 from maml_rl.envs.retired import RETIRED_ENV_IDS
-from maml_rl.episodes import BatchEpisodes
+from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.legacy import warn as legacy_warn
 from maml_rl.legacy.warn import LegacyAPIWarning
 from maml_rl.metalearners import MAMLTRPO, sample_adapt_sample
@@ -70,7 +70,7 @@ NEW_API = textwrap.dedent("""
     import gymnasium as gym, numpy as np, torch
     from gymnasium import spaces
     import maml_rl.envs
-    from maml_rl.baseline import LinearFeatureBaseline
+    from maml_rl.data.baseline import LinearFeatureBaseline
     from maml_rl.metalearners import MAMLTRPO, sample_adapt_sample
     from maml_rl.policies import get_policy_for_env
     from maml_rl.samplers import MultiTaskSampler
@@ -434,7 +434,7 @@ def test_retired_env_ids_name_the_new_env_and_say_the_dynamics_differ(old_id):
 
 
 def test_retired_env_id_in_a_config_is_a_config_error(tmp_path):
-    from maml_rl.config import ConfigError
+    from maml_rl.config.loading import ConfigError
 
     path = tmp_path / "halfcheetah-vel.yaml"
     path.write_text(yaml.safe_dump({**CONFIG, "env-name": "HalfCheetahVel-v2"}))

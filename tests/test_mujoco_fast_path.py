@@ -155,7 +155,7 @@ def test_fast_path_keeps_the_envs_time_limit_and_end_reasons():
 def test_fast_path_through_sample_and_per_task_parameters():
     """sample(): adapted per-task parameters drive the second rollout through the fast path."""
     policy = policy_for("HalfCheetahVel-v5")
-    from maml_rl.baseline import LinearFeatureBaseline
+    from maml_rl.data.baseline import LinearFeatureBaseline
 
     out = {}
     for fast in (False, True):

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from maml_rl.plotting import load_metrics, plot_training_curve, smooth
+from maml_rl.app.plotting import load_metrics, plot_training_curve, smooth
 
 
 def test_smooth_is_a_trailing_mean():
@@ -61,7 +61,7 @@ def test_test_py_plot_names_its_band(tmp_path, monkeypatch):
     """test.py --plot drew a band with no label; the legend now says it is ±1 std over tasks, unclipped."""
     import matplotlib.pyplot as plt
 
-    from maml_rl.evaluation import plot_returns
+    from maml_rl.app.evaluation import plot_returns
 
     figures = []
     original = plt.subplots

@@ -257,7 +257,7 @@ def test_no_named_semaphore_outlives_a_dead_worker_without_a_garbage_collection(
     before = set(glob.glob("/dev/shm/sem.mp-*"))
     gc.disable()
     try:
-        from maml_rl.baseline import LinearFeatureBaseline
+        from maml_rl.data.baseline import LinearFeatureBaseline
 
         sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), LinearFeatureBaseline(3),
                                    env_fn=make_probe_env, seed=0, num_workers=2, start_method=start_method)
@@ -290,7 +290,7 @@ def test_policy_without_params_argument_rolls_out_and_is_refused_early_where_par
     """docs/sampler.md called params= optional, but sample() then failed deep in the inner loss with
     "NoParamsPolicy.forward() got an unexpected keyword argument 'params'"; now it is refused before any rollout."""
     import maml_rl.envs  # noqa: F401  (registers the envs)
-    from maml_rl.baseline import LinearFeatureBaseline
+    from maml_rl.data.baseline import LinearFeatureBaseline
 
     policy = NoParamsPolicy()
     with MultiTaskSampler("2DNavigation-v0", {}, 3, policy, LinearFeatureBaseline(2), seed=SEED,

@@ -15,10 +15,10 @@ import torch
 from torch.func import functional_call
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.adaptation import InnerLoop, inner_step
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.episodes import BatchEpisodes, TaskBatch
-from maml_rl.losses import clipped_surrogate_loss, inner_losses
+from maml_rl.metalearners.adaptation import InnerLoop, inner_step
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.episodes import BatchEpisodes, TaskBatch
+from maml_rl.metalearners.losses import clipped_surrogate_loss, inner_losses
 from maml_rl.metalearners import ProMP, StaleEpisodesError
 from maml_rl.metalearners.promp import adapt_kl_coefficient
 from maml_rl.policies import CategoricalMLPPolicy, GRUPolicy, NormalMLPPolicy, expand_params

@@ -27,7 +27,7 @@ else:
 from ray.cluster_utils import Cluster
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.metalearners.sampling import sample_adapt_sample
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
@@ -477,7 +477,7 @@ def test_ray_options_without_the_ray_backend_are_refused(capsys):
 def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_actors(cluster):
     """RL² trials (states, log-probs, the continuation from adapted states) cross the cluster bit for bit."""
     from maml_rl.policies import GRUPolicy, rl2_input_size
-    from maml_rl.trials import stack_start
+    from maml_rl.data.trials import stack_start
 
     def run(**kwargs):
         torch.manual_seed(0)
@@ -550,7 +550,7 @@ def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster
     from scripts import train
     from test_train import assert_same_policy, load_policy, read_metrics, run
 
-    from maml_rl.config import ConfigError
+    from maml_rl.config.loading import ConfigError
 
     config = write_small_config(tmp_path)
     run(config, tmp_path / "local", "--seeds", "4", "5", "--num-batches", "3")

@@ -1,4 +1,4 @@
-"""report.py and maml_rl.reports: IQM and its bootstrap interval against hand-computed cases, the
+"""report.py and maml_rl.app.reports: IQM and its bootstrap interval against hand-computed cases, the
 probability of improvement at its extremes, and the whole workflow on real runs (train.py --seeds,
 test.py, report.py) for two algorithms, with the files' misuse."""
 
@@ -17,9 +17,9 @@ if os.environ.get("MAML_RL_REQUIRE_STATS"):
 else:
     pytest.importorskip("rliable")
 
-from maml_rl.config import ConfigError
-from maml_rl.reports import Run, compare, curves, summarise
-from maml_rl.results import SETTINGS
+from maml_rl.config.loading import ConfigError
+from maml_rl.app.reports import Run, compare, curves, summarise
+from maml_rl.app.results import SETTINGS
 
 from conftest import write_small_config
 from scripts import evaluate as test_script
@@ -89,7 +89,7 @@ def test_probability_of_improvement_at_its_extremes():
 
 
 def test_runs_of_one_algorithm_with_other_settings_are_not_pooled():
-    from maml_rl.report_runs import with_defaults as _with_defaults
+    from maml_rl.app.report_runs import with_defaults as _with_defaults
 
     def run(score, seed, **config):
         r = fake_run(score, "promp", seed)

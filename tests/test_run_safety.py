@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from maml_rl.config import ConfigError
+from maml_rl.config.loading import ConfigError
 from conftest import SMALL_CONFIG, write_small_config
 from scripts import evaluate, train
 
@@ -241,8 +241,8 @@ def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp
 def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(reference, tmp_path, capsys):
     """A checkpoint written before it kept the monitors' state still resumes: the windowed metrics are
     replayed from metrics.jsonl, which, complete, gives the uninterrupted run's values."""
-    from maml_rl.runs.checkpoints import read_checkpoint
-    from maml_rl.runs.files import atomic_save
+    from maml_rl.app.runs.checkpoints import read_checkpoint
+    from maml_rl.app.runs.files import atomic_save
 
     folder = tmp_path / "run"
     run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
@@ -276,8 +276,8 @@ def test_files_are_read_without_the_pickle_protocol_warning(tmp_path):
     import warnings
     import zipfile
 
-    from maml_rl.runs.checkpoints import safe_load
-    from maml_rl.runs.files import atomic_save
+    from maml_rl.app.runs.checkpoints import safe_load
+    from maml_rl.app.runs.files import atomic_save
 
     state = {"w": torch.arange(3.0), "rng": np.arange(4, dtype=np.uint32), "step": 7}
     atomic_save(state, tmp_path / "ours.pt")

@@ -11,8 +11,8 @@ import torch
 from torch.distributions import Independent, Normal
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.episodes import BatchEpisodes
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.sampling import sample_adapt_sample

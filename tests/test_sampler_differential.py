@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.sampling import sample_adapt_sample
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from maml_rl.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, SamplerClosedError, WorkerDiedError, WorkerError
 from maml_rl.metalearners.sampling import sample_adapt_sample

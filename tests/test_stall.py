@@ -1,4 +1,4 @@
-"""The stalled-update flag of train.py (maml_rl.runs.stall) on hand-made logs, and on a real ProMP run whose
+"""The stalled-update flag of train.py (maml_rl.app.runs.stall) on hand-made logs, and on a real ProMP run whose
 outer-kl-limit undoes every step, through a resume."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from maml_rl.runs.stall import StallMonitor
+from maml_rl.app.runs.stall import StallMonitor
 
 from conftest import write_small_config
 from scripts import train

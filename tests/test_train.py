@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from maml_rl.config import ConfigError, load_config
+from maml_rl.config.loading import ConfigError, load_config
 from maml_rl.metalearners import maml_trpo
 
 from conftest import SMALL_CONFIG, write_small_config

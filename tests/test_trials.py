@@ -11,7 +11,7 @@ import torch
 from maml_rl.policies.recurrent import GRUPolicy, rl2_input_size, rl2_inputs
 from maml_rl.samplers import InsufficientMemoryError, MultiTaskSampler, PolicyOutputError
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
-from maml_rl.trials import TrialBatch, stack_start
+from maml_rl.data.trials import TrialBatch, stack_start
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from differential_envs import factory

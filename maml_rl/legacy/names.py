@@ -36,13 +36,13 @@ def get_returns(episodes: Sequence[Any]) -> np.ndarray:
 
 def reinforce_loss(policy: Any, episodes: Any, params: Any = None):
     """The reference's REINFORCE loss: each episode's mean over its steps, then the mean over episodes."""
-    from maml_rl.losses import reinforce_loss as new
+    from maml_rl.metalearners.losses import reinforce_loss as new
 
     return new(policy, episodes, params=params, averaging="episode")
 
 
 def _batch_episodes():
-    from maml_rl.episodes import BatchEpisodes
+    from maml_rl.data.episodes import BatchEpisodes
 
     return BatchEpisodes
 
@@ -58,14 +58,14 @@ MOVED: dict[str, dict[str, tuple[Callable[[], Any], str]]] = {
     "maml_rl.utils.reinforcement_learning": {
         "get_returns": (lambda: get_returns,
                         "use torch.stack([batch.total_rewards for batch in episodes]) "
-                        "(maml_rl.episodes.BatchEpisodes.total_rewards)"),
+                        "(maml_rl.data.episodes.BatchEpisodes.total_rewards)"),
         "reinforce_loss": (lambda: reinforce_loss,
-                           "use maml_rl.losses.reinforce_loss(policy, episodes, params, averaging='episode') "
+                           "use maml_rl.metalearners.losses.reinforce_loss(policy, episodes, params, averaging='episode') "
                            "('episode' is the reference's averaging)"),
     },
     "maml_rl.episode": {
         "BatchEpisodes": (_batch_episodes,
-                          "use maml_rl.episodes.BatchEpisodes (built from whole arrays: "
+                          "use maml_rl.data.episodes.BatchEpisodes (built from whole arrays: "
                           "BatchEpisodes(observations, actions, rewards, lengths), no append())"),
     },
 }

@@ -50,7 +50,7 @@ def _vector_to_parameters():
 MOVED: dict[str, tuple[Callable[[], Any], str]] = {
     "weighted_mean": (lambda: weighted_mean,
                       "use (tensor * episodes.mask).sum(0) / episodes.lengths, or "
-                      "maml_rl.episodes.loss_weights for a loss"),
+                      "maml_rl.data.episodes.loss_weights for a loss"),
     "to_numpy": (lambda: to_numpy, "use tensor.detach().cpu().numpy()"),
     "vector_to_parameters": (_vector_to_parameters, "use torch.nn.utils.vector_to_parameters"),
 }

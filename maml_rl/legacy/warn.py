@@ -17,9 +17,10 @@ _warned: set[str] = set()
 _lock = threading.Lock()
 
 
-def warn_once(name: str, instead: str, *, stacklevel: int = 3) -> None:
+def warn_once(name: str, instead: str, *, stacklevel: int = 3, whose: str = "pytorch-maml-rl's API") -> None:
     """Warn that ``name`` is pytorch-maml-rl's, and what to write ``instead``, the first time only.
 
+    :param whose: what the old name was (this package's earlier module paths say so).
     :param stacklevel: as :func:`warnings.warn`'s, counted from the caller of ``warn_once``
         (the default points at the caller's caller: the user's line).
     """
@@ -27,7 +28,7 @@ def warn_once(name: str, instead: str, *, stacklevel: int = 3) -> None:
         if name in _warned:
             return
         _warned.add(name)
-    warnings.warn(f"{name}: pytorch-maml-rl's API, kept for old scripts; {instead} (docs/migrating.md)",
+    warnings.warn(f"{name}: {whose}, kept for old scripts; {instead} (docs/migrating.md)",
                   LegacyAPIWarning, stacklevel=stacklevel)
 
 

@@ -9,8 +9,8 @@ from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 import torch
 
-from maml_rl.episodes import BatchEpisodes
-from maml_rl.hyperparameters import SHARED_KEYS, Hyperparameter
+from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.config.hyperparameters import SHARED_KEYS, Hyperparameter
 from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Params
 
@@ -50,7 +50,7 @@ class MetaLearner(ABC):
     A new algorithm is a subclass in its own file, added to
     :data:`maml_rl.metalearners.METALEARNERS` under the name config files use
     (the ``algorithm`` key), with its own configuration keys declared in
-    :data:`maml_rl.hyperparameters.ALGORITHM_KEYS` under the same name and set
+    :data:`maml_rl.config.hyperparameters.ALGORITHM_KEYS` under the same name and set
     as its :attr:`hyperparameters`; ``train.py`` needs no change. Gradient-based
     ones derive from :class:`~maml_rl.metalearners.gradient.GradientMetaLearner`.
 
@@ -68,7 +68,7 @@ class MetaLearner(ABC):
     @classmethod
     def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],
                     device: str | torch.device = "cpu") -> "MetaLearner":
-        """Build from a validated configuration (:func:`maml_rl.config.validate_config`).
+        """Build from a validated configuration (:func:`maml_rl.config.loading.validate_config`).
 
         Every shared key and every key of :attr:`hyperparameters` that declares an
         ``argument`` is passed to the constructor as that keyword.

@@ -11,10 +11,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from maml_rl.adaptation import InnerLoop
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.episodes import BatchEpisodes
-from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.metalearners.base import Evaluation, MetaLearner, StepLogs
 from maml_rl.metalearners.sampling import sample_adapt_sample
 

@@ -13,11 +13,11 @@ import torch
 from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
 
-from maml_rl.adaptation import InnerLoop
-from maml_rl.episodes import TaskBatch
-from maml_rl.hyperparameters import DEFAULTS, MAML_TRPO_KEYS
+from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.data.episodes import TaskBatch
+from maml_rl.config.hyperparameters import DEFAULTS, MAML_TRPO_KEYS
 from maml_rl.legacy import trpo as legacy_trpo
-from maml_rl.losses import mean_kl, surrogate_loss
+from maml_rl.metalearners.losses import mean_kl, surrogate_loss
 from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params
 from maml_rl.metalearners.gradient import GradientMetaLearner, TrainEpisodes, ValidEpisodes
 from maml_rl.metalearners.meta_graph import CURVATURES, MetaGraph
@@ -61,7 +61,7 @@ class MAMLTRPO(GradientMetaLearner):
     over tasks, under a mean-KL trust region. All tasks are processed together:
     their data is stacked and the meta-parameters are expanded to one copy per
     task, so each phase is a single batched forward/backward. Defaults are the
-    declared ones (:mod:`maml_rl.hyperparameters`), those of a configuration
+    declared ones (:mod:`maml_rl.config.hyperparameters`), those of a configuration
     that leaves the key out.
 
     :param policy: policy supporting stacked per-task parameters.
@@ -120,7 +120,7 @@ class MAMLTRPO(GradientMetaLearner):
 
     # ------------------------------------------------------------------ data
     def task_batch(self, episodes_list: ValidEpisodes) -> TaskBatch:
-        """Stack one batch per task into a :class:`~maml_rl.episodes.TaskBatch` on this device."""
+        """Stack one batch per task into a :class:`~maml_rl.data.episodes.TaskBatch` on this device."""
         return self.inner_loop.task_batch(episodes_list, self.device)
 
     def _task_batches(

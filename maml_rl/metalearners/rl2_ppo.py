@@ -31,11 +31,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from maml_rl.baseline import LinearFeatureBaseline
-from maml_rl.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
+from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.config.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
 from maml_rl.metalearners.base import Evaluation, MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
-from maml_rl.trials import TrialBatch, stack_start
+from maml_rl.data.trials import TrialBatch, stack_start
 
 __all__ = ["RL2PPO"]
 
@@ -47,7 +47,7 @@ class RL2PPO(MetaLearner):
         (:class:`~maml_rl.policies.GRUPolicy`).
     :param gae_lambda: GAE's lambda over the trial.
 
-    Every default is the configuration key's (:data:`~maml_rl.hyperparameters.DEFAULTS`),
+    Every default is the configuration key's (:data:`~maml_rl.config.hyperparameters.DEFAULTS`),
     so a key left out means the same in a config file and in a call.
     """
 

@@ -12,10 +12,10 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from maml_rl.adaptation import InnerLoop, unstack_task_params
-from maml_rl.baseline import fit_advantages
-from maml_rl.episodes import BatchEpisodes
-from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.metalearners.adaptation import InnerLoop, unstack_task_params
+from maml_rl.data.baseline import fit_advantages
+from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.policies.policy import require_params_argument
 
 __all__ = ["rollout_for_adaptation", "sample_adapt_sample"]
@@ -52,9 +52,9 @@ def sample_adapt_sample(
     """Roll out each task, adapt, and roll out again with the adapted parameters.
 
     What pytorch-maml-rl's ``sampler.sample`` did, with the sampler as the
-    first argument. The adaptation is :class:`~maml_rl.adaptation.InnerLoop`'s:
+    first argument. The adaptation is :class:`~maml_rl.metalearners.adaptation.InnerLoop`'s:
     give ``num_steps``, ``fast_lr`` and ``averaging`` (defaults from
-    :data:`~maml_rl.hyperparameters.DEFAULTS`) or ``inner_loop`` (e.g. a
+    :data:`~maml_rl.config.hyperparameters.DEFAULTS`) or ``inner_loop`` (e.g. a
     learner's own), not both.
 
     :param sampler: a :class:`~maml_rl.samplers.MultiTaskSampler` (anything with its ``rollout``).

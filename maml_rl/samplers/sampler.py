@@ -14,12 +14,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from maml_rl.baseline import fit_advantages
-from maml_rl.episodes import BatchEpisodes, check_loss_averaging
-from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.data.baseline import fit_advantages
+from maml_rl.data.episodes import BatchEpisodes, check_loss_averaging
+from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.legacy.sampler import LegacySamplerMethods, check_env_argument
 from maml_rl.policies.recurrent import is_recurrent
-from maml_rl.trials import TrialBatch
+from maml_rl.data.trials import TrialBatch
 
 from .backends.base import RolloutBackend
 from .backends.local import LocalBackend
@@ -221,9 +221,9 @@ class MultiTaskSampler(LegacySamplerMethods):
             zero at a trial's start) or ``"observations"``. A feed-forward policy sees
             observations (with ``params`` as in :meth:`rollout`).
         :param start: continue each slot from a finished trial's end,
-            ``maml_rl.trials.stack_start(batches)`` (Meta-World's evaluation protocol).
+            ``maml_rl.data.trials.stack_start(batches)`` (Meta-World's evaluation protocol).
         :param chunk: record the state before every ``chunk``-th step (truncated BPTT).
-        :returns: one :class:`~maml_rl.trials.TrialBatch` per task (no advantages).
+        :returns: one :class:`~maml_rl.data.trials.TrialBatch` per task (no advantages).
         """
         tasks = list(tasks)
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes_per_trial, inputs,

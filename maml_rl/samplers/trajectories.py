@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from maml_rl.policies.policy import meta_parameters
-from maml_rl.episodes import BatchEpisodes
-from maml_rl.trials import TrialBatch
+from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.data.trials import TrialBatch
 
 from .errors import EnvOutputError
 from .rollout.request import Params, Trial

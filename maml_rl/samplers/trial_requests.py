@@ -72,7 +72,7 @@ def trial_start(policy, spec: BufferSpec, start, num_slots: int) -> TrialStart:
     if isinstance(start, Mapping):
         missing = [k for k in ("state", "actions", "rewards", "dones") if k not in start]
         if missing:
-            raise ValueError(f"start= lacks {missing}: give maml_rl.trials.stack_start(batches)")
+            raise ValueError(f"start= lacks {missing}: give maml_rl.data.trials.stack_start(batches)")
         values = (start["state"], start["actions"], start["rewards"], start["dones"])
     else:
         values = tuple(start)

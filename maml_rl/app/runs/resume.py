@@ -7,10 +7,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from maml_rl.config import ConfigError, apply_overrides, config_diff, load_config, overridden_keys, validate_config
-from maml_rl.runs.checkpoints import RESUMABLE_CHANGES, read_checkpoint
-from maml_rl.runs.files import CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, POLICY_FILE
-from maml_rl.runs.metrics import logged_rows
+from maml_rl.config.loading import ConfigError, apply_overrides, config_diff, load_config, overridden_keys, validate_config
+from maml_rl.app.runs.checkpoints import RESUMABLE_CHANGES, read_checkpoint
+from maml_rl.app.runs.files import CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, POLICY_FILE
+from maml_rl.app.runs.metrics import logged_rows
 
 __all__ = ["resolve_run_config"]
 

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 import torch
 import torch.nn as nn
 
-from maml_rl.episodes import BatchEpisodes
-from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.config.hyperparameters import DEFAULTS
 
 # Attempts in total: the regularisation starts at ``reg_coeff`` and is
 # multiplied by 10 after each failed solve.

@@ -10,9 +10,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from maml_rl.config import ConfigError
-from maml_rl.trials import TrialBatch
-from maml_rl.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
+from maml_rl.config.loading import ConfigError
+from maml_rl.data.trials import TrialBatch
+from maml_rl.app.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
 
 __all__ = ["MetricsLogger", "carries_success", "episode_stats", "logged_rows", "mean_returns", "success_rates"]
 

@@ -7,8 +7,8 @@ from typing import Callable, Mapping, Sequence
 import torch
 from torch.distributions import Distribution, kl_divergence
 
-from maml_rl.episodes import BatchEpisodes, TaskBatch, loss_weights
-from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.data.episodes import BatchEpisodes, TaskBatch, loss_weights
+from maml_rl.config.hyperparameters import DEFAULTS
 
 
 def _flat_observations(observations: torch.Tensor, leading: int) -> torch.Tensor:
@@ -22,7 +22,7 @@ def reinforce_loss(
     params: Mapping[str, torch.Tensor] | None = None,
     averaging: str = DEFAULTS.loss_averaging,
 ) -> torch.Tensor:
-    """``-log pi(a|s) * advantage``, averaged over the valid steps (see :func:`~maml_rl.episodes.loss_weights`).
+    """``-log pi(a|s) * advantage``, averaged over the valid steps (see :func:`~maml_rl.data.episodes.loss_weights`).
 
     :param policy: callable ``policy(observations, params=...) -> Distribution``.
     :param episodes: one task's batch, with advantages computed.
@@ -47,7 +47,7 @@ def batched_reinforce_loss(
     yields each task's own gradient.
 
     :param policy: policy supporting stacked parameters.
-    :param batch: the tasks' data (:class:`~maml_rl.episodes.TaskBatch`).
+    :param batch: the tasks' data (:class:`~maml_rl.data.episodes.TaskBatch`).
     :param params: stacked ``[K, ...]`` parameters.
     :return: ``[K]`` losses.
     """
@@ -110,7 +110,7 @@ def clipped_surrogate_loss(log_ratio: torch.Tensor, advantages: torch.Tensor, we
     """PPO's clipped objective, negated, per task: ``-E[min(r A, clip(r, 1 - clip, 1 + clip) A)]``.
 
     :param log_ratio: ``[K, M]`` ``log pi - log pi_old``.
-    :param weights: ``[K, M]`` step weights (:func:`~maml_rl.episodes.loss_weights`).
+    :param weights: ``[K, M]`` step weights (:func:`~maml_rl.data.episodes.loss_weights`).
     :return: ``[K]`` losses.
     """
     ratio = torch.exp(log_ratio)

@@ -7,7 +7,7 @@ damaged one is a :class:`ReportError` that names it, says what is wrong and
 what to do. A run reached twice (a folder of runs and one of its runs, a
 symbolic link) counts once; two folders that hold the same run (a copy) are
 refused, since the copy would count its seed twice. The evaluation's record
-(:mod:`maml_rl.results`) comes with the run, and results older than the
+(:mod:`maml_rl.app.results`) comes with the run, and results older than the
 policy they stand for are told in :attr:`Run.stale`.
 """
 
@@ -23,8 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from maml_rl.plotting import load_metrics
-from maml_rl.results import file_sha256, read_record
+from maml_rl.app.plotting import load_metrics
+from maml_rl.app.results import file_sha256, read_record
 
 __all__ = ["ReportError", "Run", "distinct_runs", "find_run_folders", "load_run", "with_defaults"]
 
@@ -51,7 +51,7 @@ class Run:
     env_steps: np.ndarray  # [iterations] cumulative env steps of training
     curve: np.ndarray  # [iterations] return after adaptation on the training tasks
     config: dict[str, Any] = field(default_factory=dict)  # config.json with the algorithm's defaults filled in
-    evaluation: dict[str, Any] | None = None  # how test.py evaluated (maml_rl.results); None: not recorded
+    evaluation: dict[str, Any] | None = None  # how test.py evaluated (maml_rl.app.results); None: not recorded
     stale: str | None = None  # why results.npz no longer stands for the run's policy, if it does not
     identity: str = ""  # sha256 of config.json and policy.th: the same run, wherever its folder lies
 
@@ -204,7 +204,7 @@ def load_run(folder: str | Path, results: str = "results.npz") -> Run:
 
 def with_defaults(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with its algorithm's defaults for the keys it leaves out (older runs lack newer keys)."""
-    from maml_rl.config import config_keys
+    from maml_rl.config.loading import config_keys
 
     try:
         keys = config_keys(str(config.get("algorithm", "maml-trpo")))

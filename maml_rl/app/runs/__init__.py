@@ -1,20 +1,20 @@
 """Bookkeeping of a training run, around the loop of ``train.py``.
 
-* :mod:`~maml_rl.runs.resume`: :func:`resolve_run_config` decides the
+* :mod:`~maml_rl.app.runs.resume`: :func:`resolve_run_config` decides the
   configuration of a run (fresh or resumed) and checks it before anything is
   written;
-* :mod:`~maml_rl.runs.checkpoints`: :func:`save_checkpoint` /
+* :mod:`~maml_rl.app.runs.checkpoints`: :func:`save_checkpoint` /
   :func:`load_checkpoint` write and restore the complete state of a run,
   atomically, so that a resumed run continues exactly;
-* :mod:`~maml_rl.runs.metrics`: :class:`MetricsLogger` appends one JSON line
+* :mod:`~maml_rl.app.runs.metrics`: :class:`MetricsLogger` appends one JSON line
   per iteration to ``metrics.jsonl`` (and TensorBoard), :func:`episode_stats`
   reduces sampled episodes to returns and step counts;
-* :mod:`~maml_rl.runs.files`: the run's files, written atomically, and its
+* :mod:`~maml_rl.app.runs.files`: the run's files, written atomically, and its
   output folder;
-* :mod:`~maml_rl.runs.device`: :func:`resolve_device`.
+* :mod:`~maml_rl.app.runs.device`: :func:`resolve_device`.
 """
 
-from maml_rl.runs.checkpoints import (
+from maml_rl.app.runs.checkpoints import (
     RESUMABLE_CHANGES,
     Resumed,
     load_checkpoint,
@@ -22,8 +22,8 @@ from maml_rl.runs.checkpoints import (
     safe_load,
     save_checkpoint,
 )
-from maml_rl.runs.device import resolve_device
-from maml_rl.runs.files import (
+from maml_rl.app.runs.device import resolve_device
+from maml_rl.app.runs.files import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
     METRICS_FILE,
@@ -35,7 +35,7 @@ from maml_rl.runs.files import (
     check_writable,
     prepare_output_folder,
 )
-from maml_rl.runs.metrics import (
+from maml_rl.app.runs.metrics import (
     MetricsLogger,
     batch_stats,
     carries_success,
@@ -45,7 +45,7 @@ from maml_rl.runs.metrics import (
     success_rates,
     trial_stats,
 )
-from maml_rl.runs.resume import resolve_run_config
+from maml_rl.app.runs.resume import resolve_run_config
 
 __all__ = [
     "CHECKPOINT_FILE",

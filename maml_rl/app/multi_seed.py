@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from maml_rl.config import ConfigError, load_config
-from maml_rl.runs import (
+from maml_rl.config.loading import ConfigError, load_config
+from maml_rl.app.runs import (
     CHECKPOINT_FILE,
     METRICS_FILE,
     atomic_write,
@@ -45,7 +45,7 @@ def _write_folder(folder: Path, files: Mapping[str, bytes]) -> None:
 def _train_chunk(files: Mapping[str, bytes], config_text: str | None, seed: int, overrides: Sequence[tuple],
                  target: int, device: str, num_workers: int | None) -> dict[str, bytes]:
     """The remote side: continue one run up to ``target`` iterations, from and into files."""
-    from maml_rl.training import train_run
+    from maml_rl.app.training import train_run
 
     with tempfile.TemporaryDirectory(prefix="maml_rl-seed-") as tmp:
         folder = Path(tmp) / "run"

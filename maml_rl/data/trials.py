@@ -2,7 +2,7 @@
 
 RL² treats a trial as one long episode: returns and advantages run across
 the episode boundaries inside it, and the policy's state is carried across
-them. A :class:`TrialBatch` is therefore a :class:`~maml_rl.episodes.BatchEpisodes`
+them. A :class:`TrialBatch` is therefore a :class:`~maml_rl.data.episodes.BatchEpisodes`
 whose "episodes" are trials (its ``returns``, ``compute_advantages`` and a
 fitted ``LinearFeatureBaseline`` apply to whole trials, the time feature
 counting steps of the trial), plus where each episode of the trial ends.
@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import torch
 
-from maml_rl.episodes import ArrayLike, BatchEpisodes
+from maml_rl.data.episodes import ArrayLike, BatchEpisodes
 from maml_rl.policies.recurrent import rl2_inputs
 
 __all__ = ["TrialBatch"]

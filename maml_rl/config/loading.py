@@ -9,7 +9,7 @@ environment id raises :class:`ConfigError` naming the key, the value and
 what is expected.
 
 The keys, their defaults and their checks are declared once, in
-:mod:`maml_rl.hyperparameters`; ``python -m maml_rl.config --markdown``
+:mod:`maml_rl.config.hyperparameters`; ``python -m maml_rl.config --markdown``
 prints them as the Markdown table of ``docs/training.md``
 (:func:`markdown_reference`).
 """
@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from maml_rl.envs.meta_env import check_meta_env
-from maml_rl.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
+from maml_rl.config.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
 
 __all__ = [
     "CONFIG_KEYS",
@@ -364,7 +364,7 @@ def markdown_reference() -> str:
     """The reference of every configuration key as Markdown tables, one per section.
 
     The shared keys come first, then each algorithm's own keys (declared in
-    :mod:`maml_rl.hyperparameters`); each row gives the key, the values it
+    :mod:`maml_rl.config.hyperparameters`); each row gives the key, the values it
     accepts, its default (or "required") and what it does.
     """
     sections = [("Keys of every algorithm", SHARED_KEYS)]

@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Any, Callable
 
-from maml_rl.config import ConfigError
+from maml_rl.config.loading import ConfigError
 from maml_rl.legacy.warn import LegacyAPIWarning
 
 __all__ = ["SignalExit", "run_script"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from maml_rl.config import ConfigError
+from maml_rl.config.loading import ConfigError
 
 __all__ = [
     "CHECKPOINT_FILE",

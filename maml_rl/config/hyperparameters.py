@@ -3,18 +3,18 @@
 A :class:`Hyperparameter` is the single declaration of one key. Everything
 else is derived from the declarations below:
 
-* :mod:`maml_rl.config` validates files with them (and renders the key
+* :mod:`maml_rl.config.loading` validates files with them (and renders the key
   reference of ``docs/training.md`` from them);
 * :data:`DEFAULTS` holds every default by attribute name (``fast-lr`` ->
   ``DEFAULTS.fast_lr``): the Python API (:class:`~maml_rl.metalearners.MAMLTRPO`,
-  :class:`~maml_rl.adaptation.InnerLoop`, the sampler) takes its defaults
+  :class:`~maml_rl.metalearners.adaptation.InnerLoop`, the sampler) takes its defaults
   from it, so a key left out means the same in a config file and in a call;
 * a meta-learner's ``from_config`` passes each key with an ``argument`` to
   that keyword of its constructor.
 
 Keys are grouped into :data:`SHARED_KEYS`, used by every algorithm, and one
 section per algorithm in :data:`ALGORITHM_KEYS`; a configuration may only
-hold the shared keys and those of its ``algorithm`` (:mod:`maml_rl.config`
+hold the shared keys and those of its ``algorithm`` (:mod:`maml_rl.config.loading`
 checks that ``algorithm`` names a registered meta-learner). Imports nothing
 of maml_rl's but the policies, and only when checking a ``nonlinearity``: the
 episodes, the sampler and the meta-learners read :data:`DEFAULTS` from here.

@@ -16,11 +16,11 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from maml_rl.config import ConfigError, load_config
+from maml_rl.config.loading import ConfigError, load_config
 from maml_rl.policies import get_nonlinearity
-from maml_rl.runs.checkpoints import read_checkpoint, safe_load
-from maml_rl.results import file_sha256
-from maml_rl.runs.files import CHECKPOINT_FILE, CONFIG_FILE
+from maml_rl.app.runs.checkpoints import read_checkpoint, safe_load
+from maml_rl.app.results import file_sha256
+from maml_rl.app.runs.files import CHECKPOINT_FILE, CONFIG_FILE
 
 __all__ = [
     "ARCHITECTURE_KEYS",

@@ -7,9 +7,9 @@ algorithm differ (``promp (outer-kl-limit=0.1)`` beside ``promp
 (outer-kl-limit=null)``; a key a config leaves out counts as its default), so
 that two configurations are never pooled into one figure; the seed and the
 iteration count do not split a group (a budget that differs is noted). Runs
-that test.py evaluated otherwise (the record in results.npz, :mod:`maml_rl.results`)
+that test.py evaluated otherwise (the record in results.npz, :mod:`maml_rl.app.results`)
 are grouped apart too, flagged, and not compared; stale results are flagged.
-Reading the run folders is :mod:`maml_rl.report_runs`'s. Each run's score is its held-out mean return (and
+Reading the run folders is :mod:`maml_rl.app.report_runs`'s. Each run's score is its held-out mean return (and
 success) after adaptation, from ``results.npz``, and its training curve the
 ``return_after`` of ``metrics.jsonl``. Across runs the aggregate is the IQM
 with a 95% stratified bootstrap confidence interval ("Deep Reinforcement
@@ -27,8 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from maml_rl.report_runs import ReportError, Run, load_run
-from maml_rl.results import SETTINGS
+from maml_rl.app.report_runs import ReportError, Run, load_run
+from maml_rl.app.results import SETTINGS
 
 __all__ = ["Run", "Summary", "ReportError", "comparison_problem", "load_run", "summarise", "compare", "curves",
            "format_report"]

@@ -18,8 +18,8 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 import torch
 
-from maml_rl.config import ConfigError, config_diff, validate_config
-from maml_rl.runs.files import atomic_save
+from maml_rl.config.loading import ConfigError, config_diff, validate_config
+from maml_rl.app.runs.files import atomic_save
 
 __all__ = ["RESUMABLE_CHANGES", "Resumed", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
 

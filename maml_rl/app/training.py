@@ -10,9 +10,9 @@ from typing import Any, Mapping, Sequence
 import torch
 from tqdm import tqdm
 
-from maml_rl.config import build_env, overridden_env_kwargs
+from maml_rl.config.loading import build_env, overridden_env_kwargs
 from maml_rl.metalearners import make_metalearner, make_policy
-from maml_rl.runs import (
+from maml_rl.app.runs import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
     METRICS_FILE,
@@ -29,8 +29,8 @@ from maml_rl.runs import (
     resolve_run_config,
     save_checkpoint,
 )
-from maml_rl.runs.decline import DeclineMonitor
-from maml_rl.runs.stall import StallMonitor
+from maml_rl.app.runs.decline import DeclineMonitor
+from maml_rl.app.runs.stall import StallMonitor
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.utils.memory import keep_freed_memory
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from maml_rl.hyperparameters import DEFAULTS
+from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_normalize
 
 ArrayLike = torch.Tensor | np.ndarray
@@ -29,7 +29,7 @@ class BatchEpisodes:
         the meta-learner builds its importance ratios and KL from them, and
         checks them against its own adaptation. ``None`` for episodes from
         elsewhere, which are then taken to be on-policy.
-    :param inner_loop: the :class:`~maml_rl.adaptation.InnerLoop` that produced
+    :param inner_loop: the :class:`~maml_rl.metalearners.adaptation.InnerLoop` that produced
         ``behaviour_params`` (for error messages), if any.
     :param infos: per-step values of chosen keys of the env's ``info``, each
         ``[T, B]`` (zero past an episode's end), e.g. ``{"success": ...}``.
@@ -184,7 +184,7 @@ class BatchEpisodes:
         """Generalised advantage estimation with ``baseline`` as value function.
 
         :param baseline: callable mapping these episodes to ``[T, B]`` values (e.g. a fitted
-            :class:`~maml_rl.baseline.LinearFeatureBaseline`).
+            :class:`~maml_rl.data.baseline.LinearFeatureBaseline`).
         :param gae_lambda: GAE lambda (1 gives Monte-Carlo returns minus the baseline).
         :param normalize: centre and scale the advantages over the valid steps.
         :param averaging: ``"step"``: every valid step weighs the same in the mean and

@@ -1,6 +1,6 @@
 """Training curves from a run's ``metrics.jsonl``.
 
-    python -m maml_rl.plotting runs/hcd/metrics.jsonl --output runs/hcd/curve.png
+    python -m maml_rl.app.plotting runs/hcd/metrics.jsonl --output runs/hcd/curve.png
 
 Plots the mean return before and after adaptation against the iteration
 (raw, and smoothed over a window; for RL², the trial's first and last

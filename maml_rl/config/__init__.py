@@ -14,10 +14,12 @@ def __getattr__(name: str) -> Any:
     """``maml_rl.config.load_config`` and the other names of the earlier ``maml_rl/config.py`` (now
     :mod:`maml_rl.config.loading`), with a warning; loaded only when asked for, so that reading the
     key table does not load the config files' code."""
-    from maml_rl.config import loading
+    import importlib
+
     from maml_rl.legacy.moved import EARLIER
     from maml_rl.legacy.warn import warn_once
 
+    loading = importlib.import_module("maml_rl.config.loading")  # not `from . import`: that asks this function
     if name in loading.__all__:
         warn_once(f"maml_rl.config.{name}", f"it moved to maml_rl.config.loading.{name}: import it from there",
                   whose=EARLIER)

@@ -33,7 +33,7 @@ FORBIDDEN = {
     "maml_rl.envs": ("maml_rl.samplers", "maml_rl.policies", "maml_rl.metalearners", "torch"),
     "maml_rl.policies": ("maml_rl.samplers", "maml_rl.metalearners"),
     # The sampler knows rollouts: the algorithm's loop, inner step and losses are the meta-learners'.
-    "maml_rl.samplers": ("maml_rl.metalearners",),
+    "maml_rl.samplers": ("maml_rl.metalearners", "maml_rl.data.baseline"),
     "maml_rl.samplers.workers": ("torch", "maml_rl.policies", "maml_rl.data.episodes"),
 }
 

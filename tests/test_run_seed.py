@@ -11,6 +11,8 @@ and a draw from fresh entropy as ``SeedSequence()`` without arguments.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -86,3 +88,19 @@ def test_the_check_catches_a_constant_seed(tmp_path, monkeypatch):
     monkeypatch.setattr(rl2_ppo.RL2PPO, "step", constant_order)
     other = seeding_calls(monkeypatch, config, tmp_path / "c", 12)
     assert [a for a, b in zip(first, other) if a == b] == [("SeedSequence", [0, 7])]
+
+
+def test_a_seed_is_drawn_in_one_place_only():
+    """Fresh entropy (``SeedSequence()`` with no argument, ``np.random.seed()``, ``default_rng()``) is drawn by
+    ``maml_rl.utils.seeding.draw_seed`` alone: every other draw in the package is seeded from a given seed."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "maml_rl"
+    unseeded = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in {"SeedSequence", "default_rng", "seed", "RandomState"}
+                    and not node.args and not node.keywords):
+                unseeded.append(f"{path.relative_to(package.parent)}:{node.lineno} {node.func.attr}()")
+    assert unseeded == ["maml_rl/utils/seeding.py:13 SeedSequence()"]

@@ -1,4 +1,5 @@
-"""pytorch-maml-rl's sampler calls: the ``env=`` argument, ``sample_async`` and ``sample_wait``.
+"""pytorch-maml-rl's sampler calls: the ``env=`` and ``baseline`` arguments, ``sample``, ``sample_async`` and
+``sample_wait``.
 
 The reference ran the sampling in background threads and returned asyncio
 futures, so that its ``MAMLTRPO.step`` could start on the first tasks while
@@ -33,7 +34,8 @@ def check_env_argument(env: Any, sampler_env: Any) -> None:
 
 
 class LegacySamplerMethods:
-    """``sample``, ``sample_async`` and ``sample_wait`` for :class:`~maml_rl.samplers.MultiTaskSampler`."""
+    """``sample``, ``sample_async``, ``sample_wait`` and the ``baseline`` fit for
+    :class:`~maml_rl.samplers.MultiTaskSampler`."""
 
     def sample(self, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
         """pytorch-maml-rl's MAML loop on the sampler: roll out, adapt, roll out again.
@@ -46,6 +48,19 @@ class LegacySamplerMethods:
                   "use maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...) with the same arguments (or "
                   "learner.sample(sampler, tasks)): adapting is the meta-learner's work, not the sampler's")
         return self._sample_adapt_sample(tasks, *args, **kwargs)
+
+    def _check_legacy_fit(self, averaging: str) -> None:
+        """``rollout(averaging=...)`` is checked before the call counter moves, baseline or not."""
+        from maml_rl.data.episodes import check_loss_averaging
+
+        check_loss_averaging(averaging)
+
+    def _fit_legacy_baseline(self, episodes: Any, gae_lambda: float, averaging: str) -> None:
+        """pytorch-maml-rl's sampler fitted the baseline it was given and set the advantages; so does
+        ``rollout`` with ``baseline=``, from here, so that the sampler itself knows no baseline."""
+        from maml_rl.data.baseline import fit_advantages
+
+        fit_advantages(episodes, self.baseline, gae_lambda=gae_lambda, averaging=averaging)
 
     def _sample_adapt_sample(self, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
         # The one call from the old API into the algorithm layer, made when it is used.

@@ -1,9 +1,8 @@
 """MultiTaskSampler: tasks in, per-task batches of episodes out.
 
-The facade of the sampler's layers (``docs/architecture.md``): it checks
-its arguments once (``settings/``), asks a backend for each
-rollout (``backends``), and turns the trajectories into checked episodes
-(``trajectories``), with advantages when it has a baseline.
+The facade of the sampler's layers (``docs/architecture.md``): it checks its arguments once
+(``settings/``), asks a backend for each rollout (``backends``), and turns the trajectories into
+checked episodes (``trajectories``); it knows nothing of baselines or adaptation.
 """
 
 from __future__ import annotations
@@ -14,11 +13,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from maml_rl.data.baseline import fit_advantages
-from maml_rl.data.episodes import BatchEpisodes, check_loss_averaging
+from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.legacy.sampler import LegacySamplerMethods, check_env_argument
 from maml_rl.policies.recurrent import is_recurrent
+from maml_rl.utils.seeding import draw_seed
 from maml_rl.data.trials import TrialBatch
 
 from .backends.base import RolloutBackend
@@ -57,8 +56,8 @@ class MultiTaskSampler(LegacySamplerMethods):
     :param batch_size: episodes per task per rollout.
     :param policy: a ``torch.nn.Module`` mapping observations (and an optional ``params=``
         dict) to a ``torch.distributions.Distribution``.
-    :param baseline: pytorch-maml-rl's argument: when given, :meth:`rollout` fits it and sets
-        each batch's advantages; ``None`` (a meta-learner fits its own) leaves them unset.
+    :param baseline: pytorch-maml-rl's argument: :meth:`rollout` fits it (in :mod:`maml_rl.legacy.sampler`)
+        and sets the advantages; ``None`` (a meta-learner fits its own) leaves them unset.
     :param seed: seed of everything random in sampling; ``None`` draws one (``sampler.seed``).
     :param num_workers: ChildEnv processes (``0``: step the envs in this process); default one
         per usable CPU, ``0`` on one CPU and on the MuJoCo fast path.
@@ -117,7 +116,7 @@ class MultiTaskSampler(LegacySamplerMethods):
         )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be an int >= 0 (or None to draw one), got {seed!r}")
-        self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
+        self.seed = draw_seed() if seed is None else int(seed)
         self.env_fn = resolve_env_fn(env_name, env_kwargs, env_fn)
         # One env in this process: the task distribution, the spaces, the horizon.
         self.env = self.env_fn()
@@ -156,15 +155,13 @@ class MultiTaskSampler(LegacySamplerMethods):
 
     @property
     def rollout_backend(self) -> RolloutBackend:
-        """The backend that runs the rollouts, for inspection: ``worker_pids``,
-        ``stats``, ``describe()``; a local backend's ``pool`` (its ``views``
-        and ``buffers``), a Ray backend's ``where``, ``live`` and ``lost``."""
+        """The backend, for inspection: ``worker_pids``, ``stats``, ``describe()``; a local one's ``pool``
+        (its ``views`` and ``buffers``), a Ray one's ``where``, ``live`` and ``lost``."""
         return self._backend
 
     @property
     def worker_pids(self) -> List[int]:
-        """Process ids of the live ChildEnv workers (or Ray sampling actors);
-        empty when this process steps the envs or before the first rollout."""
+        """Process ids of the live ChildEnv workers (or Ray actors); empty in process or before a rollout."""
         return self._backend.worker_pids
 
     # -- public API ---------------------------------------------------------
@@ -202,7 +199,7 @@ class MultiTaskSampler(LegacySamplerMethods):
             sampled them as ``behaviour_params``.
         """
         refuse_recurrent(self.policy, "rollout")
-        check_loss_averaging(averaging)
+        self._check_legacy_fit(averaging)
         mode = ActionMode.parse(actions)
         with self._in_use("rollout"):
             return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, mode)
@@ -244,7 +241,7 @@ class MultiTaskSampler(LegacySamplerMethods):
         episodes = self._run(tasks, params, device, actions, Trial(),
                              lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
         if self.baseline is not None:  # pytorch-maml-rl's sampler took the baseline; a meta-learner fits its own
-            fit_advantages(episodes, self.baseline, gae_lambda=gae_lambda, averaging=averaging)
+            self._fit_legacy_baseline(episodes, gae_lambda, averaging)
         return episodes
 
     def _run(self, tasks: List[Any], params: ParamsArg, device, actions: ActionMode, trial: Trial, assemble):

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from maml_rl.config.loading import ConfigError, apply_overrides, config_diff, load_config, overridden_keys, validate_config
 from maml_rl.app.runs.checkpoints import RESUMABLE_CHANGES, read_checkpoint
 from maml_rl.app.runs.files import CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, POLICY_FILE
 from maml_rl.app.runs.metrics import logged_rows
+from maml_rl.utils.seeding import draw_seed
 
 __all__ = ["resolve_run_config"]
 
@@ -65,7 +64,7 @@ def resolve_run_config(
         path = default_config if config_path is None else config_path
         config = load_config(path, overrides=[*overrides, *([("seed", seed)] if seed is not None else [])])
         if config["seed"] is None:
-            config["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+            config["seed"] = draw_seed()
         return config, False
 
     if saved_path.exists():

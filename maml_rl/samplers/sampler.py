@@ -7,7 +7,7 @@ checked episodes (``trajectories``); it knows nothing of baselines or adaptation
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +18,7 @@ from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.legacy.sampler import LegacySamplerMethods, check_env_argument
 from maml_rl.policies.recurrent import is_recurrent
 from maml_rl.utils.seeding import draw_seed
+from maml_rl.data.transitions import Transitions
 from maml_rl.data.trials import TrialBatch
 
 from .backends.base import RolloutBackend
@@ -25,6 +26,7 @@ from .backends.local import LocalBackend
 from .rollout.actions import check_policy
 from .errors import SamplerClosedError
 from .exclusive import OneCallAtATime
+from .inspection import SamplerInspection
 from .rollout.request import (
     ActionMode,
     ParamsArg,
@@ -35,10 +37,11 @@ from .rollout.request import (
 )
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
-from .trajectories import behaviour_params, check_outputs, to_episodes, to_trials
+from .conditioning import check_conditioning_size, checked_conditioning
+from .trajectories import behaviour_params, check_outputs, to_episodes, to_transitions, to_trials
 from .trial_requests import refuse_recurrent, trial_request
 
-class MultiTaskSampler(LegacySamplerMethods):
+class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     """Samples batches of episodes for many tasks at once, in parallel.
 
     For K tasks and ``batch_size`` episodes each, a call uses ``K * batch_size``
@@ -69,6 +72,8 @@ class MultiTaskSampler(LegacySamplerMethods):
         the same bits): ``None`` where it can, ``True`` required, ``False`` never; its threads.
     :param info_keys: keys of ``step()``'s ``info`` carried into ``BatchEpisodes.infos``
         (default the env's ``info_keys``, e.g. Meta-World's ``success``).
+    :param conditioning_size: the policy reads this many numbers after each (flat) observation,
+        given per task or per slot in every call (``conditioning=``; PEARL's latent z).
     :param backend, ray_address, ray_actors, ray_cpus_per_actor: ``"local"`` or ``"ray"``
         (sampling actors across a cluster; ``docs/ray.md``).
     :param env: pytorch-maml-rl's argument, deprecated: an env of ``env_name``'s type, unused.
@@ -100,6 +105,7 @@ class MultiTaskSampler(LegacySamplerMethods):
         ray_actors: Optional[int] = None,
         ray_cpus_per_actor: Optional[int] = None,
         info_keys: Optional[Sequence[str]] = None,
+        conditioning_size: int = 0,
         env: Any = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -127,8 +133,9 @@ class MultiTaskSampler(LegacySamplerMethods):
         self.env.reset(seed=self.seed)
         self.observation_space, self.action_space = self.env.observation_space, self.env.action_space
         self.horizon, self.info_keys = self.workload.spec.horizon, self.workload.spec.info_keys
+        self.conditioning_size = check_conditioning_size(conditioning_size, policy, self.workload.spec)
         if not is_recurrent(policy):
-            check_policy(policy, self.workload.spec)
+            check_policy(policy, self.workload.spec, self.conditioning_size)
         self._checked_inputs: set = set()
         #: How rollouts run (frozen): backend, start method, partial, fast path, Ray options.
         self.settings = settings.for_env(self.env, self.workload.env_name, self.info_keys)
@@ -144,25 +151,6 @@ class MultiTaskSampler(LegacySamplerMethods):
         self._num_rollouts = 0
         self.closed = False
         self._in_use = OneCallAtATime("MultiTaskSampler")
-
-    # Read-only views of the settings, under the constructor's names.
-    backend = property(lambda self: self.settings.backend, doc="``\"local\"`` or ``\"ray\"``.")
-    start_method = property(lambda self: self.settings.start_method)
-    partial = property(lambda self: self.settings.partial)
-    mujoco_batch = property(lambda self: self.settings.fast_path, doc="Whether the MuJoCo fast path is used.")
-    batch_threads = property(lambda self: local_layout(self.settings).batch_threads,
-                             doc="Threads of each fast-path ``Batch`` on this machine (``None``: per-env path).")
-
-    @property
-    def rollout_backend(self) -> RolloutBackend:
-        """The backend, for inspection: ``worker_pids``, ``stats``, ``describe()``; a local one's ``pool``
-        (its ``views`` and ``buffers``), a Ray one's ``where``, ``live`` and ``lost``."""
-        return self._backend
-
-    @property
-    def worker_pids(self) -> List[int]:
-        """Process ids of the live ChildEnv workers (or Ray actors); empty in process or before a rollout."""
-        return self._backend.worker_pids
 
     # -- public API ---------------------------------------------------------
 
@@ -180,15 +168,16 @@ class MultiTaskSampler(LegacySamplerMethods):
         device: Union[str, torch.device] = "cpu",
         averaging: str = DEFAULTS.loss_averaging,
         actions: str = "sample",
+        conditioning: Any = None,
     ) -> List[BatchEpisodes]:
         """Roll out ``batch_size`` episodes of each task under given parameters.
-
-        The lower-level call for code with its own inner loop.
 
         :param tasks: tasks from ``sample_tasks`` (or any the env accepts).
         :param params: ``None`` for the policy's own parameters, one dict of
             parameters for every task, or a list with one dict (or ``None``)
             per task.
+        :param conditioning: with ``conditioning_size``, ``[K, d]`` or ``[K, B, d]`` numbers the policy
+            reads after each observation.
         :param actions: ``"sample"`` draws from the policy; ``"mean"`` takes
             its most likely action (Normal mean, categorical mode) at every
             step, for evaluation. Such episodes are marked
@@ -200,14 +189,20 @@ class MultiTaskSampler(LegacySamplerMethods):
         """
         refuse_recurrent(self.policy, "rollout")
         self._check_legacy_fit(averaging)
-        mode = ActionMode.parse(actions)
+        tasks = list(tasks)
+        if not tasks and not self.closed:
+            raise ValueError("rollout() needs at least one task")
         with self._in_use("rollout"):
-            return self._rollout(tasks, params, gamma, gae_lambda, device, averaging, mode)
+            episodes = self._run(tasks, params, device, actions, Trial(), conditioning,
+                                 lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
+            if self.baseline is not None:  # pytorch-maml-rl's sampler took the baseline; a learner fits its own
+                self._fit_legacy_baseline(episodes, gae_lambda, averaging)
+            return episodes
 
     def rollout_trials(self, tasks: Sequence[Any], episodes_per_trial: int, *, params: ParamsArg = None,
                        start=None, actions: str = "sample", inputs: str = "rl2", reward_scale: float = 1.0,
                        chunk: Optional[int] = None, gamma: float = DEFAULTS.gamma,
-                       device: Union[str, torch.device] = "cpu") -> List[TrialBatch]:
+                       device: Union[str, torch.device] = "cpu", conditioning: Any = None) -> List[TrialBatch]:
         """Roll out ``batch_size`` trials of each task: ``episodes_per_trial``
         episodes back to back per slot, the env reset (with its next seed)
         whenever an episode ends, a recurrent policy's state kept across those
@@ -220,39 +215,42 @@ class MultiTaskSampler(LegacySamplerMethods):
         :param start: continue each slot from a finished trial's end,
             ``maml_rl.data.trials.stack_start(batches)`` (Meta-World's evaluation protocol).
         :param chunk: record the state before every ``chunk``-th step (truncated BPTT).
+        :param conditioning: as in :meth:`rollout` (feed-forward policies).
         :returns: one :class:`~maml_rl.data.trials.TrialBatch` per task (no advantages).
         """
         tasks = list(tasks)
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes_per_trial, inputs,
                               reward_scale, chunk, start, self.batch_size, self._checked_inputs)
-        mode = ActionMode.parse(actions)
-
-        def assemble(trajectories):
-            return to_trials(trajectories, tasks, self.workload, gamma, device, trial)
-
         with self._in_use("rollout_trials"):
-            return self._run(tasks, params, device, mode, trial, assemble)
+            return self._run(tasks, params, device, actions, trial, conditioning,
+                             lambda trajectories: to_trials(trajectories, tasks, self.workload, gamma, device, trial))
 
-    def _rollout(self, tasks, params, gamma, gae_lambda, device, averaging,
-                 actions: ActionMode = ActionMode.SAMPLE) -> List[BatchEpisodes]:
+    def rollout_transitions(self, tasks: Sequence[Any], params: ParamsArg = None, *, episodes: int = 1,
+                            conditioning: Any = None, actions: str = "sample",
+                            device: Union[str, torch.device] = "cpu") -> List[Transitions]:
+        """Roll out ``episodes`` episodes back to back in each of a task's ``batch_size`` slots and
+        return each task's steps as :class:`~maml_rl.data.transitions.Transitions` (with next
+        observations, the final one of a truncated episode included, for off-policy learners).
+        ``params``, ``conditioning`` and ``actions`` as in :meth:`rollout`."""
         tasks = list(tasks)
-        if not tasks and not self.closed:
-            raise ValueError("rollout() needs at least one task")
-        episodes = self._run(tasks, params, device, actions, Trial(),
-                             lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
-        if self.baseline is not None:  # pytorch-maml-rl's sampler took the baseline; a meta-learner fits its own
-            self._fit_legacy_baseline(episodes, gae_lambda, averaging)
-        return episodes
+        refuse_recurrent(self.policy, "rollout_transitions")
+        trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes, "observations", 1.0,
+                              None, None, self.batch_size, self._checked_inputs)
+        with self._in_use("rollout_transitions"):
+            return self._run(tasks, params, device, actions, trial, conditioning,
+                             lambda trajectories: to_transitions(trajectories, tasks, self.workload, device))
 
-    def _run(self, tasks: List[Any], params: ParamsArg, device, actions: ActionMode, trial: Trial, assemble):
+    def _run(self, tasks: List[Any], params: ParamsArg, device, actions: str, trial: Trial, conditioning, assemble):
         """One rollout of ``tasks`` through the backend; ``assemble(trajectories)``
         makes the per-task batches, which record the parameters that sampled them."""
         if self.closed:
             raise SamplerClosedError("the sampler is closed; create a new one")
         # Checked before the call counter moves: a refused call leaves the seeds of later calls unchanged.
+        actions = ActionMode.parse(actions)
+        conditioning = checked_conditioning(conditioning, self.conditioning_size, len(tasks), self.batch_size)
         per_task = complete_params(self.policy, checked_task_params(self.policy, tasks, params))
         request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
-                                 actions, trial=trial)
+                                 actions, trial=trial, conditioning=conditioning)
         self._num_rollouts += 1
         try:
             trajectories = self._backend.run(request, device)
@@ -266,18 +264,6 @@ class MultiTaskSampler(LegacySamplerMethods):
             batch.behaviour_params = behaviour
             batch.actions_from = actions.value
         return batches
-
-    @property
-    def backend_stats(self) -> Dict[str, Any]:
-        """What the last rollout moved, on ``backend="ray"``: the number of actors,
-        ``puts`` and ``put_bytes`` (the parameters, put into the object store once),
-        ``result_bytes`` (the trajectory arrays the actors returned), ``reruns``
-        (task groups re-run after losing an actor). Empty for the local backend."""
-        return self._backend.stats
-
-    def describe_backend(self) -> str:
-        """Where the rollouts run, in words (for the Ray backend: its actors and their nodes)."""
-        return self._backend.describe()
 
     def state_dict(self) -> dict:
         """What a resumed run needs to continue exactly: the seed, the number

@@ -1,4 +1,4 @@
-"""From a backend's trajectory arrays to checked, per-task episodes."""
+"""From a backend's trajectory arrays to checked, per-task episodes, trials or transitions."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 
 from maml_rl.policies.policy import meta_parameters
 from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.data.transitions import Transitions
 from maml_rl.data.trials import TrialBatch
 
 from .errors import EnvOutputError
@@ -133,6 +134,43 @@ def to_trials(trajectories: Trajectories, tasks: Sequence[Any], workload: Worklo
     for batch in batches:
         batch.inputs, batch.reward_scale = trial.inputs.value, float(trial.reward_scale)
     return batches
+
+
+def to_transitions(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload, device) -> List[Transitions]:
+    """Per-task :class:`Transitions`: every valid step, slot by slot, with the next observation (the
+    ``final_observations`` row at an episode's end) and the end split into terminated and truncated."""
+    views, info_keys = trajectories, workload.spec.info_keys
+    K, B = len(tasks), workload.batch_size
+    S = K * B
+    lengths = views.lengths[:S]
+    T = int(lengths.max())
+    valid = np.arange(T)[:, None] < lengths[None, :]
+    codes = views.dones[:T, :S]
+    ends = codes > 0
+    # The episode each step belongs to: how many of the slot's episodes ended before it.
+    episode = np.cumsum(ends, axis=0) - ends
+    slot_of, t_of = np.nonzero(valid.T)  # slot-major: each slot's steps in order
+    observations = views.observations[t_of, slot_of]
+    next_observations = views.observations[t_of + 1, slot_of]
+    at_end = ends[t_of, slot_of]
+    next_observations[at_end] = views.final_observations[episode[t_of, slot_of][at_end], slot_of[at_end]]
+    terminated = codes[t_of, slot_of] == 1 + EndReason.TERMINATED
+    per_slot = np.bincount(slot_of, minlength=S)
+    bounds = np.concatenate([[0], np.cumsum(per_slot.reshape(K, B).sum(1))])
+
+    def tensor(array, dtype=None):
+        return torch.as_tensor(np.ascontiguousarray(array), dtype=dtype, device=device)
+
+    actions = views.actions[t_of, slot_of]
+    action_dtype = torch.int64 if np.issubdtype(actions.dtype, np.integer) else torch.float32
+    columns = dict(observations=tensor(observations, torch.float32), actions=tensor(actions, action_dtype),
+                   rewards=tensor(views.rewards[t_of, slot_of], torch.float32),
+                   next_observations=tensor(next_observations, torch.float32),
+                   terminated=tensor(terminated), truncated=tensor(at_end & ~terminated))
+    infos = {key: tensor(views.infos[t_of, slot_of, i], torch.float64) for i, key in enumerate(info_keys)}
+    return [Transitions(**{name: column[lo:hi] for name, column in columns.items()}, task=task,
+                        infos={key: value[lo:hi] for key, value in infos.items()})
+            for task, lo, hi in zip(tasks, bounds[:-1], bounds[1:])]
 
 
 def behaviour_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> List[Params]:

@@ -44,14 +44,15 @@ def task_seed(seed: Optional[int], task: int) -> Optional[int]:
     return None if seed is None else seed + task
 
 
-def check_policy(policy, spec: BufferSpec) -> None:
-    """Call ``policy`` once on one zero observation and refuse, with
+def check_policy(policy, spec: BufferSpec, conditioning_size: int = 0) -> None:
+    """Call ``policy`` once on one zero observation (followed by ``conditioning_size`` zeros) and refuse, with
     :class:`PolicyOutputError`, a distribution that does not fit the action
     space (a categorical policy over more categories than the space has, a
     Normal of another action size), before any worker starts. The global
     torch random state is left as it was."""
     device = next((p.device for p in policy.parameters()), torch.device("cpu"))
-    observation = torch.zeros((1, *spec.observation_shape), device=device)
+    shape = (int(np.prod(spec.observation_shape)) + conditioning_size,) if conditioning_size else spec.observation_shape
+    observation = torch.zeros((1, *shape), device=device)
     name = type(policy).__name__
     with torch.no_grad(), torch.random.fork_rng(devices=[]), rollout_torch_settings():
         try:
@@ -122,6 +123,10 @@ class ActionFunction:
         self.fallback_seed = fallback
         self.first_task = request.first_task
         self.num_tasks, self.batch_size = len(per_task), request.batch_size
+        # Each slot's conditioning input, appended to its observation (the same rows in every call).
+        self.conditioning = None if request.conditioning is None else torch.tensor(
+            request.conditioning.reshape(self.num_tasks * self.batch_size, -1), dtype=torch.float32,
+            device=self.device)
         # Stacked per-task parameters in one batched call, or a loop over tasks.
         self.batched: Optional[Params] = None
         self.per_task: List[Optional[Params]] = per_task
@@ -145,6 +150,8 @@ class ActionFunction:
         # where its input starts in memory, and a row of the shared buffer, a partial-mode
         # gather or a Ray actor's group each start elsewhere.
         obs = torch.tensor(observations, dtype=torch.float32, device=self.device)
+        if self.conditioning is not None:
+            obs = torch.cat([obs.reshape(len(obs), -1), self.conditioning], dim=1)
         seed = None if self.fallback_seed is None else self.fallback_seed + t
         if self.batched is not None:
             obs = obs.view(self.num_tasks, self.batch_size, *obs.shape[1:])

@@ -170,6 +170,8 @@ class RolloutRequest:
     of ``total_tasks``, and get the seeds and noise of those slots of it.
 
     :param per_task: each task's parameters (``None``: the policy's own).
+    :param conditioning: ``[K, B, d]`` float32, what each slot's policy input carries after the
+        observation (e.g. PEARL's latent z; ``docs/sampler.md``, "Conditioning"), or ``None``.
     """
 
     tasks: Tuple[Any, ...]
@@ -181,6 +183,7 @@ class RolloutRequest:
     first_task: int = 0
     total_tasks: Optional[int] = None
     trial: Trial = Trial()
+    conditioning: Optional[np.ndarray] = None
 
     def __post_init__(self) -> None:
         if len(self.tasks) != len(self.per_task):
@@ -211,5 +214,6 @@ class RolloutRequest:
 
     def group(self, lo: int, hi: int, per_task: Sequence[Optional[Params]]) -> "RolloutRequest":
         """Tasks ``lo .. hi`` of this (whole-call) request, with ``per_task`` for them."""
+        conditioning = None if self.conditioning is None else self.conditioning[lo:hi]
         return replace(self, tasks=tuple(self.tasks[lo:hi]), per_task=tuple(per_task),
-                       first_task=self.first_task + lo, total_tasks=self.total_tasks)
+                       first_task=self.first_task + lo, total_tasks=self.total_tasks, conditioning=conditioning)

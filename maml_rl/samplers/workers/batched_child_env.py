@@ -171,7 +171,7 @@ class BatchedChildEnv(ChildEnv):
                 i = int(ids[k])
                 reason = TERMINATED if terminated[k] else TRUNCATED if truncated[k] else HORIZON
                 self.current_slot = first + i
-                if self._episode_ended(first + i, t, reason):
+                if self._episode_ended(first + i, t, reason, observations[first + i]):
                     restart.append(i)
                 else:
                     keep[k] = False

@@ -98,6 +98,7 @@ class BufferSpec:
             + T * S * len(self.info_keys) * np.dtype(np.float64).itemsize
             + T * S  # dones
             + S * (np.dtype(np.int64).itemsize + 1)
+            + self.episodes_per_trial * S * math.prod(self.observation_shape) * self.observation_dtype.itemsize
         )
 
 
@@ -119,14 +120,18 @@ class Trajectories:
     end_reason: np.ndarray  # [S], EndReason codes (of the trial's last episode)
     #: What the policy side recorded (a recurrent policy's log-probs and states), slot-major on axis 1.
     recorded: Dict[str, np.ndarray] = field(default_factory=dict)
+    #: [E, S, *obs]: the observation after the last step of each episode of a slot (the terminal one, or the
+    #: one a time limit cut at), which ``observations`` does not keep (the next row is the next reset's).
+    final_observations: Optional[np.ndarray] = None
 
     ARRAYS: ClassVar[Tuple[str, ...]] = ("observations", "actions", "rewards", "infos", "dones", "lengths",
                                          "end_reason")
     STEPS: ClassVar[Tuple[str, ...]] = ("observations", "actions", "rewards", "infos", "dones")
 
     def nbytes(self) -> int:
+        finals = 0 if self.final_observations is None else self.final_observations.nbytes
         return int(sum(getattr(self, name).nbytes for name in self.ARRAYS)
-                   + sum(a.nbytes for a in self.recorded.values()))
+                   + sum(a.nbytes for a in self.recorded.values()) + finals)
 
     @classmethod
     def side_by_side(cls, groups: List["Trajectories"]) -> "Trajectories":
@@ -136,14 +141,17 @@ class Trajectories:
             out[name] = np.concatenate([getattr(g, name) for g in groups])
         # Time-major (log-probs) or chunk-major (states): padded on axis 0 as well.
         recorded = {name: _side_by_side([g.recorded[name] for g in groups]) for name in groups[0].recorded}
-        return cls(**out, recorded=recorded)
+        finals = None if groups[0].final_observations is None else np.concatenate(
+            [g.final_observations for g in groups], axis=1)
+        return cls(**out, recorded=recorded, final_observations=finals)
 
     def copy_of_slots(self, num_slots: int) -> "Trajectories":
         """A copy of the first ``num_slots`` slots, cut to their longest episode."""
         T = int(self.lengths[:num_slots].max())
         steps = (getattr(self, name)[:T, :num_slots].copy() for name in self.STEPS)
+        finals = None if self.final_observations is None else self.final_observations[:, :num_slots].copy()
         return Trajectories(*steps, self.lengths[:num_slots].copy(), self.end_reason[:num_slots].copy(),
-                            {name: a[:, :num_slots].copy() for name, a in self.recorded.items()})
+                            {name: a[:, :num_slots].copy() for name, a in self.recorded.items()}, finals)
 
 
 def _side_by_side(parts: List[np.ndarray]) -> np.ndarray:
@@ -198,12 +206,14 @@ class TrajectoryBuffers:
     Trajectories are time-major over env slots, so a worker writes each step
     straight into the trajectory and the main process copies once per call.
     Observations have ``horizon + 1`` rows: row ``t`` is what the policy
-    sees at step ``t``. The observation after an episode's last step is not
-    kept (no loss uses it), so rows past an episode's end stay stale and are
-    masked when the episodes are assembled.
+    sees at step ``t``; rows past an episode's end stay stale and are masked
+    when the episodes are assembled. The observation after an episode's last
+    step goes to ``final_observations`` (row ``e`` for the slot's ``e``-th
+    episode), for transitions that bootstrap from it.
     """
 
     observations: SharedArray  # [T + 1, S, *obs]
+    final_observations: SharedArray  # [E, S, *obs], after the last step of each episode of a trial
     actions: SharedArray  # [T, S, *act]
     rewards: SharedArray  # [T, S]
     infos: SharedArray  # [T, S, len(info_keys)], the chosen per-step info values (float64)
@@ -222,6 +232,8 @@ class TrajectoryBuffers:
         S, W, T = num_slots, max(1, num_workers), spec.rows
         return cls(
             observations=SharedArray((T + 1, S, *spec.observation_shape), spec.observation_dtype, ctx),
+            final_observations=SharedArray((spec.episodes_per_trial, S, *spec.observation_shape),
+                                           spec.observation_dtype, ctx),
             actions=SharedArray((T, S, *spec.action_shape), spec.action_dtype, ctx),
             rewards=SharedArray((T, S), np.float32, ctx),
             infos=SharedArray((T, S, len(spec.info_keys)), np.float64, ctx),
@@ -245,6 +257,7 @@ class BufferViews:
     """The numpy views of :class:`TrajectoryBuffers`, field for field."""
 
     observations: np.ndarray
+    final_observations: np.ndarray
     actions: np.ndarray
     rewards: np.ndarray
     infos: np.ndarray
@@ -260,4 +273,4 @@ class BufferViews:
     def trajectories(self) -> Trajectories:
         """The trajectory arrays (views of the buffers, not copies)."""
         return Trajectories(self.observations, self.actions, self.rewards, self.infos, self.dones, self.lengths,
-                            self.end_reason)
+                            self.end_reason, final_observations=self.final_observations)

@@ -105,11 +105,16 @@ class ChildEnv:
             self._check_dtype(self.envs[i], observation, "reset")
         _store_cast(observations, slot, observation)
 
-    def _episode_ended(self, slot: int, t: int, reason: int) -> bool:
-        """Record the end of the slot's episode at step ``t``; reset its env when
-        its trial has episodes left. Whether the slot keeps running."""
+    def _episode_ended(self, slot: int, t: int, reason: int, final_observation: np.ndarray) -> bool:
+        """Record the end of the slot's episode at step ``t`` and the observation it ended on; reset its
+        env when its trial has episodes left. Whether the slot keeps running."""
         b, i = self.buffers, slot - self.first_slot
         b.dones[t, slot] = 1 + reason
+        finals = b.final_observations[self.episode[i]]
+        if final_observation.dtype is finals.dtype:
+            finals[slot] = final_observation
+        else:
+            _store_cast(finals, slot, final_observation)
         episode = self.episode[i] + 1
         if episode < self.trial_seeds.shape[1] and t + 1 < b.actions.shape[0]:
             self.current_operation = f"reset (episode {episode} of the trial) after step {t}"
@@ -158,7 +163,7 @@ class ChildEnv:
                 _write_info(env, info, info_keys, infos[slot])
             if terminated or truncated or t + 1 == episode_end[slot - first_slot]:
                 reason = TERMINATED if terminated else TRUNCATED if truncated else HORIZON
-                if self._episode_ended(slot, t, reason):
+                if self._episode_ended(slot, t, reason, observation):
                     running.append(slot)
             else:
                 if observation.dtype is stored:

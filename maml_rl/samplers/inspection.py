@@ -1,0 +1,41 @@
+"""What a MultiTaskSampler shows of how it runs: its settings under the constructor's names, its backend."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from .backends.base import RolloutBackend
+from .settings.execution import local_layout
+
+
+class SamplerInspection:
+    """Read-only views for :class:`~maml_rl.samplers.MultiTaskSampler` (``settings`` and ``_backend``)."""
+
+    # Read-only views of the settings, under the constructor's names.
+    backend = property(lambda self: self.settings.backend, doc="``\"local\"`` or ``\"ray\"``.")
+    start_method = property(lambda self: self.settings.start_method)
+    partial = property(lambda self: self.settings.partial)
+    mujoco_batch = property(lambda self: self.settings.fast_path, doc="Whether the MuJoCo fast path is used.")
+    batch_threads = property(lambda self: local_layout(self.settings).batch_threads,
+                             doc="Threads of each fast-path ``Batch`` on this machine (``None``: per-env path).")
+
+    @property
+    def rollout_backend(self) -> RolloutBackend:
+        """The backend, for inspection: ``worker_pids``, ``stats``, ``describe()``; a local one's ``pool``
+        (its ``views`` and ``buffers``), a Ray one's ``where``, ``live`` and ``lost``."""
+        return self._backend
+
+    @property
+    def worker_pids(self) -> List[int]:
+        """Process ids of the live ChildEnv workers (or Ray actors); empty in process or before a rollout."""
+        return self._backend.worker_pids
+
+    @property
+    def backend_stats(self) -> Dict[str, Any]:
+        """What the last rollout moved on ``backend="ray"`` (actors, ``puts``, ``put_bytes``,
+        ``result_bytes``, ``reruns``: docs/ray.md); empty for the local backend."""
+        return self._backend.stats
+
+    def describe_backend(self) -> str:
+        """Where the rollouts run, in words (for the Ray backend: its actors and their nodes)."""
+        return self._backend.describe()

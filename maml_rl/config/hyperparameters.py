@@ -309,6 +309,9 @@ RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
                    "The linear baseline's features: the observations, or the policy's whole input (observation, "
                    "previous action, scaled reward and done flag), as metaworld-algorithms.",
                    argument="baseline_inputs"),
+    Hyperparameter("target-kl", float, None, optional(number(0.0, open_low=True)),
+                   "Stop the iteration's PPO updates once an update's approximate KL exceeds 1.5 times this "
+                   "(metaworld-algorithms' target_kl); null: never stop early.", argument="target_kl"),
 )
 
 #: The keys of ProMP (:class:`~maml_rl.metalearners.ProMP`): the LVC inner step, then several Adam

@@ -67,7 +67,7 @@ class RL2PPO(MetaLearner):
                  normalize_advantages: bool = DEFAULTS.normalize_advantages,
                  gae_lambda: float = DEFAULTS.gae_lambda, update_per_chunk: bool = DEFAULTS.update_per_chunk,
                  bptt_overlap: int = DEFAULTS.bptt_overlap, baseline_inputs: str = DEFAULTS.baseline_inputs,
-                 seed: int = 0, device: str | torch.device = "cpu") -> None:
+                 target_kl: float | None = DEFAULTS.target_kl, seed: int = 0, device: str | torch.device = "cpu") -> None:
         if not is_recurrent(policy) or not hasattr(policy, "forward_trials"):
             raise TypeError(
                 f"RL2PPO trains a recurrent policy (is_recurrent = True, with forward_trials), got "
@@ -88,6 +88,8 @@ class RL2PPO(MetaLearner):
                              "update-per-chunk: true) or leave bptt-overlap at 0")
         if baseline_inputs not in ("observations", "policy-inputs"):
             raise ValueError(f"RL2PPO: baseline_inputs must be 'observations' or 'policy-inputs', got {baseline_inputs!r}")
+        if target_kl is not None and not (isinstance(target_kl, (int, float)) and target_kl > 0):
+            raise ValueError(f"RL2PPO: target_kl must be None or a number > 0, got {target_kl!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"RL2PPO: seed must be an int >= 0 (the run seed), got {seed!r}")
         self.policy = policy.to(device)
@@ -98,6 +100,7 @@ class RL2PPO(MetaLearner):
         self.normalize_advantages, self.gae_lambda = bool(normalize_advantages), float(gae_lambda)
         self.update_per_chunk, self.bptt_overlap = bool(update_per_chunk), int(bptt_overlap)
         self.baseline_inputs, self.seed = baseline_inputs, int(seed)
+        self.target_kl = None if target_kl is None else float(target_kl)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=1e-5)
         self.num_updates = 0
 
@@ -146,7 +149,7 @@ class RL2PPO(MetaLearner):
         order_seed = np.random.SeedSequence([self.seed, self.num_updates, 7]).generate_state(1)[0]
         generator = torch.Generator().manual_seed(int(order_seed))
         sums = {"loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
-        updates = 0
+        updates, stopped = 0, False
         for _ in range(self.epochs):
             order = torch.randperm(N, generator=generator)
             for part in torch.tensor_split(order, min(self.minibatches, N)):
@@ -156,9 +159,19 @@ class RL2PPO(MetaLearner):
                     for name in sums:
                         sums[name] += logs[name]
                     updates += 1
+                    # metaworld-algorithms' early stop: the policy has moved far enough from the one that sampled.
+                    if self.target_kl is not None and logs["approx_kl"] > 1.5 * self.target_kl:
+                        stopped = True
+                        break
+                if stopped:
+                    break
+            if stopped:
+                break
         self.num_updates += 1
         out: StepLogs = {name: value / updates for name, value in sums.items()}
         out["ppo_updates"] = updates
+        if self.target_kl is not None:
+            out["kl_stopped"] = stopped
         out["time_update"] = time.perf_counter() - started
         return out
 

@@ -159,7 +159,9 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     batch_size = args.fast_batch_size or config["fast-batch-size"]
 
     policy = make_policy(config, env)
-    recurrent = METALEARNERS[config["algorithm"]].recurrent
+    learner_class = METALEARNERS[config["algorithm"]]
+    protocol = learner_class.evaluation_protocol(config, num_steps=num_steps, evaluation_episodes=args.evaluation_episodes,
+                                                 eval_actions=args.eval_actions, batch_size=batch_size)
     try:
         policy.load_state_dict(state_dict)
     except (RuntimeError, KeyError) as exc:
@@ -174,8 +176,8 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     env.close()
 
     tasks, per_step, per_step_success = [], [], []  # per batch: [K+1, M, B] returns (and successes)
-    with MultiTaskSampler(config["env-name"], env_kwargs, batch_size, policy,
-                          seed=seed, **args.sampler_options) as sampler:
+    with MultiTaskSampler(config["env-name"], env_kwargs, batch_size, policy, seed=seed,
+                          **learner_class.sampler_options(config), **args.sampler_options) as sampler:
         if sampler.backend == "ray":
             print(f"sampling on {sampler.describe_backend()}", file=sys.stderr)
         if listed is not None:
@@ -207,11 +209,8 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         results.update(train_success=success[0], valid_success=success[-1], success_per_step=success.mean(axis=2))
     # How this was evaluated, so that report.py pools only like with like (maml_rl/app/results.py).
     settings = {
-        "protocol": "rl2-trials" if recurrent else "gradient-steps", "num-steps": None if recurrent else num_steps,
-        "fast-lr": None if recurrent else config["fast-lr"], "fast-batch-size": batch_size,
+        **protocol.settings, "fast-batch-size": batch_size,
         "eval-actions": args.eval_actions, "split": env_kwargs.get("split"), "all-tasks": listed is not None,
-        "episodes-per-trial": config["episodes-per-trial"] if recurrent else None,
-        "evaluation-episodes": args.evaluation_episodes if recurrent else None,
         "meta-batch-size": meta_batch_size, "num-batches": None if listed is not None else args.num_batches,
     }
     results[RECORD_KEY] = record_array(policy=origin, settings=settings, seed=seed,
@@ -222,24 +221,13 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     split = f" of the {env_kwargs['split']} split" if "split" in env_kwargs else ""
     which = f"every task{split} ({len(tasks)}, seed {seed})" if listed is not None else \
         f"{len(tasks)} new task{'s' if len(tasks) != 1 else ''}{split} (seed {seed})"
-    mean = ", mean actions after adaptation" if args.eval_actions == "mean" else ""
     policy_name = f"{args.policy}{describe_origin(origin)}"
-    if recurrent:
-        print(f"{config['env-name']}: {policy_name} (RL²) on {which}, "
-              f"{batch_size} trials of {config['episodes-per-trial']} episodes per task, then "
-              f"{args.evaluation_episodes} evaluation episodes from the adapted state{mean}; "
-              "rows: episode of the trial, the last row the evaluation episodes")
-    else:
-        print(f"{config['env-name']}: {policy_name} on {which}, "
-              f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}")
+    print(f"{config['env-name']}: {policy_name}{protocol.label} on {which}, {protocol.description}")
     notes = None
-    if recurrent:
-        last = len(results["returns_per_step"]) - 1
-        notes = {0: "episode 0 of the trial",
-                 last: "evaluation episodes" + (", mean action" if args.eval_actions == "mean" else "")}
+    if protocol.first is not None:
+        notes = {0: protocol.first, len(results["returns_per_step"]) - 1: protocol.last}
     print(summary_table(results["returns_per_step"], results.get("success_per_step"), notes))
-    span = ("episode 0", "evaluation") if recurrent else ("before", "after")
-    per_class = class_table(tasks, results["returns_per_step"], results.get("success_per_step"), span)
+    per_class = class_table(tasks, results["returns_per_step"], results.get("success_per_step"), protocol.span)
     if per_class:
         print(per_class)
     print(f"results written to {args.output}")

@@ -47,7 +47,7 @@ PACKAGE_RANKS = {
     "maml_rl.utils": 0,
     "maml_rl.envs": 1,
     "maml_rl.policies": 2,
-    "maml_rl.config.hyperparameters": 3,
+    "maml_rl.config.hyperparameters": 3, "maml_rl.config.declaration": 3,
     "maml_rl.data": 4,
     "maml_rl.samplers": 5, "maml_rl.metalearners": 5,
     "maml_rl.config": 6,

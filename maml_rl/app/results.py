@@ -25,7 +25,8 @@ RECORD_KEY = "evaluation"
 #: What must agree between two runs' evaluations for their scores to be pooled (the evaluation seed, which
 #: defaults to each run's training seed + 1, and the policy itself differ from run to run by design).
 SETTINGS = ("protocol", "num-steps", "fast-lr", "fast-batch-size", "eval-actions", "split", "all-tasks",
-            "episodes-per-trial", "evaluation-episodes", "meta-batch-size", "num-batches")
+            "episodes-per-trial", "evaluation-episodes", "meta-batch-size", "num-batches", "eval-trajectories",
+            "num-exp-traj-eval")
 
 
 def file_sha256(path: str | Path) -> str:

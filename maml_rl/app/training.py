@@ -72,7 +72,8 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
     env.close()
     metalearner = make_metalearner(config, policy, device)
     sampler = MultiTaskSampler(config["env-name"], config["env-kwargs"], config["fast-batch-size"], policy,
-                               seed=config["seed"], **dict(sampler_options or {}))
+                               seed=config["seed"], **type(metalearner).sampler_options(config),
+                               **dict(sampler_options or {}))
 
     with sampler:
         if sampler.backend == "ray":
@@ -107,7 +108,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
             for iteration in progress:
                 # Inner loop: episodes before each adaptation step (train) and after the last one (valid).
                 start_time = time.perf_counter()
-                tasks = sampler.sample_tasks(config["meta-batch-size"])
+                tasks = metalearner.sample_tasks(sampler, config["meta-batch-size"])
                 # The learner's own sampling (MAML: sample, adapt, sample again; RL²: trials), then its update.
                 batch = metalearner.sample(sampler, tasks, config["gamma"], device)
                 sampled_time = time.perf_counter()

@@ -16,15 +16,32 @@ Keys are grouped into :data:`SHARED_KEYS`, used by every algorithm, and one
 section per algorithm in :data:`ALGORITHM_KEYS`; a configuration may only
 hold the shared keys and those of its ``algorithm`` (:mod:`maml_rl.config.loading`
 checks that ``algorithm`` names a registered meta-learner). Imports nothing
-of maml_rl's but the policies, and only when checking a ``nonlinearity``: the
+of maml_rl's but the key declaration (:mod:`.declaration`), and the policies when checking a ``nonlinearity``: the
 episodes, the sampler and the meta-learners read :data:`DEFAULTS` from here.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, make_dataclass
-from typing import Any, Callable, Mapping
+from dataclasses import field, make_dataclass
+from typing import Any, Mapping
+
+from maml_rl.config.declaration import (  # noqa: F401  (the checks are part of this module's API)
+    BOOLEAN,
+    POSITIVE_INT,
+    REQUIRED,
+    Check,
+    Hyperparameter,
+    InvalidValue,
+    _env_kwargs,
+    _hidden_sizes,
+    _name,
+    _nonlinearity,
+    _seed,
+    choice,
+    integer,
+    number,
+    optional,
+)
 
 __all__ = [
     "ALGORITHM_KEYS",
@@ -37,185 +54,13 @@ __all__ = [
     "InvalidValue",
     "MAML_TRPO_KEYS",
     "PROMP_KEYS",
+    "PEARL_KEYS",
     "RL2_PPO_KEYS",
     "choice",
     "integer",
     "number",
     "optional",
 ]
-
-
-class _Required:
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-#: The ``default`` of a key a configuration must give.
-REQUIRED: Any = _Required()
-
-
-class InvalidValue(Exception):
-    """Raised by a :class:`Check` for a value it refuses; its message, if any, adds a detail."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """A key's validator: ``convert(value)`` returns the normalised value or raises :class:`InvalidValue`.
-
-    :ivar expected: what a valid value is, for error messages and the key reference.
-    """
-
-    convert: Callable[[Any], Any]
-    expected: str
-
-
-@dataclass(frozen=True)
-class Hyperparameter:
-    """One configuration key.
-
-    :ivar key: its name in configuration files (``fast-lr``).
-    :ivar type: the Python type of its value, once checked.
-    :ivar default: its value when left out, or :data:`REQUIRED`.
-    :ivar check: validator and description of the accepted values.
-    :ivar help: one line saying what it does.
-    :ivar argument: the keyword of the meta-learners' constructors that takes it
-        (``None``: the key is used by the training script, not the meta-learner).
-    """
-
-    key: str
-    type: type
-    default: Any
-    check: Check
-    help: str
-    argument: str | None = None
-
-    @property
-    def attribute(self) -> str:
-        """Its name as an attribute of :data:`DEFAULTS` (``fast-lr`` -> ``fast_lr``)."""
-        return self.key.replace("-", "_")
-
-    @property
-    def required(self) -> bool:
-        return self.default is REQUIRED
-
-    @property
-    def expected(self) -> str:
-        return self.check.expected
-
-    def default_value(self) -> Any:
-        """The default, as a fresh copy when it is mutable."""
-        return dict(self.default) if isinstance(self.default, Mapping) else self.default
-
-
-# -------------------------------------------------------------------- checks
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def integer(minimum: int) -> Check:
-    """An integer (not a bool) ``>= minimum``."""
-
-    def convert(value: Any) -> int:
-        if not _is_int(value) or value < minimum:
-            raise InvalidValue
-        return int(value)
-
-    return Check(convert, f"an integer >= {minimum}")
-
-
-def number(low: float | None = None, high: float | None = None, *, open_low: bool = False,
-           open_high: bool = False) -> Check:
-    """A finite number (an int is read as a float) in ``[low, high]``; ``open_low``/``open_high`` exclude the bound."""
-
-    def convert(value: Any) -> float:
-        if not (_is_int(value) or isinstance(value, float)):
-            raise InvalidValue
-        value = float(value)
-        if not math.isfinite(value):
-            raise InvalidValue
-        if low is not None and (value < low or (open_low and value == low)):
-            raise InvalidValue
-        if high is not None and (value > high or (open_high and value == high)):
-            raise InvalidValue
-        return value
-
-    if low is not None and high is not None:
-        expected = f"a number in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
-    elif low is not None:
-        expected = f"a number {'>' if open_low else '>='} {low:g}"
-    else:
-        expected = "a number"
-    return Check(convert, expected)
-
-
-def optional(check: Check) -> Check:
-    """``null``, or a value that ``check`` accepts."""
-
-    def convert(value: Any) -> Any:
-        return None if value is None else check.convert(value)
-
-    return Check(convert, f"null or {check.expected}")
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidValue
-    return value
-
-
-def _env_kwargs(value: Any) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(name, str) for name in value):
-        raise InvalidValue
-    return dict(value)
-
-
-def _hidden_sizes(value: Any) -> list[int]:
-    if not isinstance(value, (list, tuple)) or not all(_is_int(size) and size >= 1 for size in value):
-        raise InvalidValue
-    return [int(size) for size in value]
-
-
-def _nonlinearity(value: Any) -> str:
-    from maml_rl.policies import get_nonlinearity
-
-    if not isinstance(value, str):
-        raise InvalidValue
-    try:
-        get_nonlinearity(value)
-    except ValueError as exc:
-        raise InvalidValue(str(exc)) from None
-    return value
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidValue
-    return value
-
-
-def _seed(value: Any) -> int | None:
-    if value is None:
-        return None
-    if not _is_int(value) or not 0 <= value < 2**63:
-        raise InvalidValue
-    return int(value)
-
-
-def choice(*values: str) -> Check:
-    """One of the strings ``values``."""
-
-    def convert(value: Any) -> str:
-        if not isinstance(value, str) or value not in values:
-            raise InvalidValue
-        return value
-
-    return Check(convert, " or ".join(f'"{value}"' for value in values))
-
-
-BOOLEAN = Check(_boolean, "true or false")
-POSITIVE_INT = integer(1)
 
 
 # -------------------------------------------------------------- declarations
@@ -342,11 +187,79 @@ PROMP_KEYS: tuple[Hyperparameter, ...] = (
                    argument="outer_kl_backtracks"),
 )
 
+#: The keys of PEARL (:class:`~maml_rl.metalearners.PEARL`). Defaults are oyster's (katerakelly/oyster
+#: 44e20fd, configs/default.py); docs/training.md, "PEARL", lists where this package departs from it.
+PEARL_KEYS: tuple[Hyperparameter, ...] = (
+    Hyperparameter("latent-size", int, 5, POSITIVE_INT, "Size of the task latent z."),
+    Hyperparameter("context-hidden-sizes", list, [200, 200, 200],
+                   Check(_hidden_sizes, "a list of integers >= 1, e.g. [200, 200, 200]"),
+                   "Widths of the context encoder's hidden layers."),
+    Hyperparameter("num-train-tasks", int, 100, POSITIVE_INT,
+                   "Training tasks, drawn once from the run seed; every iteration collects meta-batch-size of them "
+                   "and trains on all.", argument="num_train_tasks"),
+    Hyperparameter("num-initial-steps", int, 2000, integer(0),
+                   "Transitions collected for every training task before training, with z from the prior.",
+                   argument="num_initial_steps"),
+    Hyperparameter("num-steps-prior", int, 400, integer(0),
+                   "Transitions collected per sampled task and iteration with z from the prior (both replays).",
+                   argument="num_steps_prior"),
+    Hyperparameter("num-steps-posterior", int, 0, integer(0),
+                   "Transitions collected per sampled task and iteration with z from the posterior (both replays).",
+                   argument="num_steps_posterior"),
+    Hyperparameter("num-extra-rl-steps-posterior", int, 400, integer(0),
+                   "Transitions collected per sampled task and iteration with z from the posterior, for the "
+                   "actor-critic's replay only.", argument="num_extra_rl_steps_posterior"),
+    Hyperparameter("num-train-steps-per-itr", int, 2000, POSITIVE_INT, "Gradient steps per iteration.",
+                   argument="num_train_steps"),
+    Hyperparameter("tasks-per-update", int, 16, POSITIVE_INT,
+                   "Training tasks in each gradient step (oyster's meta_batch), drawn with replacement.",
+                   argument="tasks_per_update"),
+    Hyperparameter("sac-batch-size", int, 256, POSITIVE_INT, "Transitions per task in each actor-critic batch.",
+                   argument="sac_batch_size"),
+    Hyperparameter("embedding-batch-size", int, 64, POSITIVE_INT,
+                   "Transitions per task in each context batch.", argument="embedding_batch_size"),
+    Hyperparameter("replay-capacity", int, 1_000_000, POSITIVE_INT,
+                   "Most transitions each training task's replay keeps (the oldest go first).",
+                   argument="replay_capacity"),
+    Hyperparameter("policy-lr", float, 3.0e-4, number(0.0, open_low=True), "Adam's step of the actor.",
+                   argument="policy_lr"),
+    Hyperparameter("qf-lr", float, 3.0e-4, number(0.0, open_low=True), "Adam's step of the two Q networks.",
+                   argument="qf_lr"),
+    Hyperparameter("vf-lr", float, 3.0e-4, number(0.0, open_low=True), "Adam's step of the value network.",
+                   argument="vf_lr"),
+    Hyperparameter("context-lr", float, 3.0e-4, number(0.0, open_low=True), "Adam's step of the encoder.",
+                   argument="context_lr"),
+    Hyperparameter("kl-lambda", float, 0.1, number(0.0), "Weight of the KL of q(z|c) to the prior.",
+                   argument="kl_lambda"),
+    Hyperparameter("sac-reward-scale", float, 5.0, number(0.0, open_low=True),
+                   "Factor of the rewards in the Bellman targets (the entropy's weight is its inverse).",
+                   argument="sac_reward_scale"),
+    Hyperparameter("soft-target-tau", float, 0.005, number(0.0, 1.0, open_low=True),
+                   "Polyak step of the target value network.", argument="soft_target_tau"),
+    Hyperparameter("policy-mean-reg", float, 1.0e-3, number(0.0), "Weight of the actor's mean^2 penalty.",
+                   argument="policy_mean_reg"),
+    Hyperparameter("policy-std-reg", float, 1.0e-3, number(0.0), "Weight of the actor's log-std^2 penalty.",
+                   argument="policy_std_reg"),
+    Hyperparameter("use-information-bottleneck", bool, True, BOOLEAN,
+                   "A probabilistic z (product of Gaussians, KL to the prior); false: a deterministic one.",
+                   ),
+    Hyperparameter("use-next-obs-in-context", bool, False, BOOLEAN,
+                   "Context transitions carry the next observation (for tasks that differ in dynamics).",
+                   ),
+    Hyperparameter("num-exp-traj-eval", int, 1, POSITIVE_INT,
+                   "Evaluation: trajectories collected before z comes from the posterior of what they saw.",
+                   argument="num_exp_traj_eval"),
+    Hyperparameter("eval-trajectories", int, 3, POSITIVE_INT,
+                   "Evaluation: trajectories per task, the posterior updated after each (oyster: "
+                   "num_steps_per_eval / max_path_length).", argument="eval_trajectories"),
+)
+
 #: Each algorithm's own keys, by its ``algorithm`` name (the meta-learner's ``hyperparameters``).
 ALGORITHM_KEYS: dict[str, tuple[Hyperparameter, ...]] = {
     "maml-trpo": MAML_TRPO_KEYS,
     "promp": PROMP_KEYS,
     "rl2-ppo": RL2_PPO_KEYS,
+    "pearl": PEARL_KEYS,
 }
 
 
@@ -357,7 +270,7 @@ def _defaults_class() -> type:
         if other.default != hyperparameter.default:
             raise ValueError(f"{hyperparameter.key} is declared twice with different defaults")
     fields = [
-        (h.attribute, h.type, field(default_factory=h.default_value) if isinstance(h.default, Mapping)
+        (h.attribute, h.type, field(default_factory=h.default_value) if isinstance(h.default, (Mapping, list))
          else field(default=h.default))
         for h in declared.values() if not h.required
     ]

@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 import torch
 
-__all__ = ["Transitions"]
+__all__ = ["TransitionBatch", "Transitions"]
 
 
 @dataclass
@@ -83,3 +83,16 @@ class Transitions:
                            self.next_observations[index], self.terminated[index], self.truncated[index],
                            task=self.task, infos={key: value[index] for key, value in self.infos.items()},
                            actions_from=self.actions_from)
+
+
+@dataclass
+class TransitionBatch:
+    """One iteration's collection of an off-policy learner: the transitions gathered with z from the
+    prior (``prior``) and from the posterior (``posterior``), each a list over the collected tasks."""
+
+    prior: List[Transitions]
+    posterior: List[Transitions]
+
+    @property
+    def env_steps(self) -> int:
+        return int(sum(len(t) for t in (*self.prior, *self.posterior)))

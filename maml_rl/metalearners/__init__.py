@@ -9,12 +9,14 @@ import torch
 from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError
 from maml_rl.metalearners.gradient import AdaptationBatch, GradientMetaLearner
 from maml_rl.metalearners.maml_trpo import MAMLTRPO
+from maml_rl.metalearners.pearl import PEARL
 from maml_rl.metalearners.promp import ProMP
 from maml_rl.metalearners.rl2_ppo import RL2PPO
 from maml_rl.metalearners.sampling import sample_adapt_sample
 from maml_rl.policies.policy import Policy
 
-__all__ = ["METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "ProMP", "RL2PPO",
+__all__ = ["METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "PEARL", "ProMP",
+           "RL2PPO",
            "StaleEpisodesError", "make_metalearner", "make_policy", "sample_adapt_sample"]
 
 #: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line.
@@ -22,6 +24,7 @@ METALEARNERS: dict[str, type[MetaLearner]] = {
     "maml-trpo": MAMLTRPO,
     "promp": ProMP,
     "rl2-ppo": RL2PPO,
+    "pearl": PEARL,
 }
 
 

@@ -14,7 +14,7 @@ from maml_rl.config.hyperparameters import SHARED_KEYS, Hyperparameter
 from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Params
 
-__all__ = ["Evaluation", "MetaLearner", "StaleEpisodesError", "StepLogs"]
+__all__ = ["Evaluation", "EvaluationProtocol", "MetaLearner", "StaleEpisodesError", "StepLogs"]
 #: What :meth:`MetaLearner.step` reports: scalars by name (losses, KL, timings...).
 StepLogs = dict[str, "float | int | bool"]
 
@@ -26,6 +26,21 @@ class Evaluation(NamedTuple):
     returns: np.ndarray
     #: The same shape, 1.0 for an episode that succeeded; ``None`` for envs that report no ``success``.
     success: Optional[np.ndarray]
+
+
+class EvaluationProtocol(NamedTuple):
+    """How a learner's :meth:`~MetaLearner.evaluate` adapts, for test.py's record and its printout."""
+
+    #: What report.py compares before pooling evaluations (``protocol`` names the algorithm's protocol).
+    settings: dict
+    #: After the policy's name in test.py's first line (" (RL²)"), and what each task got, after the tasks.
+    label: str
+    description: str
+    #: Notes on the first and the last stage of the table (``None``: before / after adaptation).
+    first: Optional[str]
+    last: Optional[str]
+    #: The names of the two stages the per-class table sets side by side.
+    span: tuple
 
 
 class StaleEpisodesError(ValueError):
@@ -80,6 +95,28 @@ class MetaLearner(ABC):
     def make_policy(env: Any, config: Mapping[str, Any]) -> torch.nn.Module:
         """The policy a configuration trains: by default the MLP for the env's spaces."""
         return get_policy_for_env(env, hidden_sizes=config["hidden-sizes"], nonlinearity=config["nonlinearity"])
+
+    @staticmethod
+    def sampler_options(config: Mapping[str, Any]) -> dict:
+        """Keyword arguments the algorithm needs of :class:`~maml_rl.samplers.MultiTaskSampler` (none by
+        default; PEARL: ``conditioning_size``)."""
+        return {}
+
+    def sample_tasks(self, sampler: Any, num_tasks: int) -> list:
+        """This iteration's tasks: by default ``num_tasks`` fresh ones from the sampler's distribution."""
+        return list(sampler.sample_tasks(num_tasks))
+
+    @classmethod
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int, evaluation_episodes: int,
+                            eval_actions: str, batch_size: int) -> EvaluationProtocol:
+        """How :meth:`evaluate` adapts, for test.py: by default gradient steps on ``batch_size`` episodes."""
+        mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
+        return EvaluationProtocol(
+            {"protocol": "gradient-steps", "num-steps": num_steps, "fast-lr": config["fast-lr"],
+             "episodes-per-trial": None, "evaluation-episodes": None, "eval-trajectories": None,
+             "num-exp-traj-eval": None}, "",
+            f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}", None, None,
+            ("before", "after"))
 
     @staticmethod
     def config_problems(config: Mapping[str, Any]) -> list[str]:

@@ -33,7 +33,7 @@ from gymnasium import spaces
 
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.config.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
-from maml_rl.metalearners.base import Evaluation, MetaLearner, StaleEpisodesError, StepLogs
+from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
 from maml_rl.data.trials import TrialBatch, stack_start
 
@@ -139,6 +139,20 @@ class RL2PPO(MetaLearner):
         returns, success = evaluate_trials(sampler, list(tasks), self.episodes_per_trial, self.reward_scale,
                                            evaluation_episodes, actions, gamma, device)
         return Evaluation(returns[..., None], None if success is None else success[..., None])
+
+    @classmethod
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int, evaluation_episodes: int,
+                            eval_actions: str, batch_size: int) -> EvaluationProtocol:
+        mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
+        return EvaluationProtocol(
+            {"protocol": "rl2-trials", "num-steps": None, "fast-lr": None,
+             "episodes-per-trial": config["episodes-per-trial"], "evaluation-episodes": evaluation_episodes,
+             "eval-trajectories": None, "num-exp-traj-eval": None},
+            " (RL²)", f"{batch_size} trials of {config['episodes-per-trial']} episodes per task, then "
+            f"{evaluation_episodes} evaluation episodes from the adapted state{mean}; "
+            "rows: episode of the trial, the last row the evaluation episodes",
+            "episode 0 of the trial", "evaluation episodes" + (", mean action" if eval_actions == "mean" else ""),
+            ("episode 0", "evaluation"))
 
     def step(self, trials: Sequence[TrialBatch]) -> StepLogs:
         """PPO epochs on one iteration's trials; returns what to log."""

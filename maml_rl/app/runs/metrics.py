@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from maml_rl.config.loading import ConfigError
+from maml_rl.data.transitions import TransitionBatch
 from maml_rl.data.trials import TrialBatch
 from maml_rl.app.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
 
@@ -78,16 +79,33 @@ def trial_stats(trials: Sequence[Any]) -> dict[str, float]:
     return stats
 
 
+def transition_stats(batch: TransitionBatch) -> dict[str, float]:
+    """An off-policy collection: the mean episode return (and success) with z from the prior
+    (``return_before``) and from the posterior (``return_after``; the prior's when none was collected)."""
+    stats: dict[str, float] = {"env_steps": batch.env_steps}
+    for name, part in (("before", batch.prior), ("after", batch.posterior or batch.prior)):
+        episodes = [t.split_episodes() for t in part]
+        returns = torch.cat([t.episode_returns() for t in part]) if part else torch.zeros(0)
+        stats[f"return_{name}"] = float(returns.mean()) if len(returns) else float("nan")
+        if part and all("success" in t.infos for t in part):
+            success = [float(e.infos["success"].max() > 0) for task in episodes for e in task]
+            stats[f"success_{name}"] = sum(success) / len(success) if success else float("nan")
+    return stats
+
+
 def batch_stats(batch: Any) -> dict[str, float]:
     """What ``train.py`` logs of one iteration's batch, as a meta-learner's ``sample`` returned it:
-    :func:`trial_stats` of trials, :func:`episode_stats` of ``(train_episodes, valid_episodes)``."""
+    :func:`trial_stats` of trials, :func:`transition_stats` of a :class:`TransitionBatch`,
+    :func:`episode_stats` of ``(train_episodes, valid_episodes)``."""
     if isinstance(batch, Sequence) and batch and all(isinstance(b, TrialBatch) for b in batch):
         return trial_stats(batch)
+    if isinstance(batch, TransitionBatch):
+        return transition_stats(batch)
     if isinstance(batch, tuple) and len(batch) == 2:
         train_episodes, valid_episodes = batch
         return episode_stats(train_episodes, valid_episodes)
     raise TypeError(f"a meta-learner's sample() returned a {type(batch).__name__}; train.py logs trials "
-                    "(TrialBatch per task) or an AdaptationBatch(train_episodes, valid_episodes)")
+                    "(TrialBatch per task), a TransitionBatch or an AdaptationBatch(train_episodes, valid_episodes)")
 
 
 def logged_rows(folder: str | Path) -> list[dict]:

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import torch
-from torch.distributions import Categorical, Distribution, Independent, Normal
+from torch.distributions import Categorical, Distribution, Independent, Normal, TransformedDistribution
 
 from ..errors import PolicyOutputError
 from .request import ActionMode
@@ -70,6 +70,15 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
     """
     base = distribution.base_dist if isinstance(distribution, Independent) else distribution
     mean = ActionMode(mode) is ActionMode.MEAN
+    squashed = _squashed_normal(base)
+    if squashed is not None:
+        # A Normal through fixed transforms (SAC's tanh): the transforms of ``mean + std * noise``, or of the mean.
+        normal, transforms = squashed
+        loc = normal.loc.detach().cpu()
+        actions = loc if mean else loc + normal.scale.detach().cpu() * noise.reshape(loc.shape)
+        for transform in transforms:
+            actions = transform(actions)
+        return actions.reshape(-1, *distribution.event_shape)
     if isinstance(base, Normal):
         loc = base.loc.detach().cpu()
         event = loc.shape[-1:] if isinstance(distribution, Independent) else ()
@@ -106,3 +115,16 @@ def actions_from_noise(distribution: Distribution, noise: torch.Tensor, fallback
         torch.manual_seed(fallback_seed)
         actions = distribution.sample().detach().cpu()
     return actions.reshape(-1, *distribution.event_shape)
+
+
+def _squashed_normal(distribution: Distribution):
+    """``(normal, transforms)`` for a ``TransformedDistribution`` of a Normal (or an ``Independent``
+    Normal) through element-wise transforms, e.g. tanh; ``None`` for anything else."""
+    if not isinstance(distribution, TransformedDistribution):
+        return None
+    inner = distribution.base_dist
+    inner = inner.base_dist if isinstance(inner, Independent) else inner
+    if not isinstance(inner, Normal) or any(t.domain.event_dim or t.codomain.event_dim
+                                            for t in distribution.transforms):
+        return None
+    return inner, distribution.transforms

@@ -151,7 +151,9 @@ def to_transitions(trajectories: Trajectories, tasks: Sequence[Any], workload: W
     episode = np.cumsum(ends, axis=0) - ends
     slot_of, t_of = np.nonzero(valid.T)  # slot-major: each slot's steps in order
     observations = views.observations[t_of, slot_of]
-    next_observations = views.observations[t_of + 1, slot_of]
+    # Row t + 1 where the episode goes on; an episode's last step (a Ray group's copy may stop at its
+    # last row) takes its final observation below.
+    next_observations = views.observations[np.minimum(t_of + 1, len(views.observations) - 1), slot_of]
     at_end = ends[t_of, slot_of]
     next_observations[at_end] = views.final_observations[episode[t_of, slot_of][at_end], slot_of[at_end]]
     terminated = codes[t_of, slot_of] == 1 + EndReason.TERMINATED

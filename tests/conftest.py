@@ -1,60 +1,41 @@
-"""Shared test set-up: markers by what a test needs, and the small configs.
+"""Shared test set-up: the markers, and the fixtures several test files use.
 
-Markers (``pytest -m "not slow"`` is the quick loop, about two minutes on 2 cores):
+Markers (``pytest -m "not slow"`` is the quick loop), set in the test files themselves:
+``pytestmark = [...]`` for a whole module, ``@pytest.mark.slow`` on a test:
 
 * ``processes``: starts ChildEnv worker processes or scripts in subprocesses;
 * ``ray``: starts a Ray cluster on this machine;
 * ``metaworld``: builds Meta-World envs;
 * ``slow``: takes more than a few seconds on 2 cores (every ``ray`` and
-  ``metaworld`` test, and the tests named in ``SLOW``).
+  ``metaworld`` test, and each test marked so, measured with ``--durations``).
+
+Fixtures:
+
+* ``small_config``: ``small_config(folder, name="small.yaml", **changes) -> Path`` writes a 2D navigation
+  config shrunk to a fraction of a second per iteration (``small_config.values``) with ``changes``;
+  ``small_rl2_config(folder, **changes)`` the same for RL²-PPO;
+* ``probe_sampler``, ``drift_sampler``: the samplers of ``helpers.samplers``;
+* ``hand_episodes``: ``BatchEpisodes`` built by hand (``helpers.episodes``).
+
+Shared code that is not a fixture (test envs, naive references, scripts) is in ``helpers/``: test
+files import it as ``helpers.<module>``, which works because this file's folder is on ``sys.path``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
+import pytest
 import yaml
 
-# Markers by test module.
-MODULE_MARKERS = {
-    "test_ray_backend.py": ("ray", "slow", "processes"),
-    "test_metaworld.py": ("metaworld", "slow"),
-    "test_metaworld_fast.py": ("metaworld", "slow"),
-    "test_sampler_processes.py": ("processes",),
-    "test_sampler_failures.py": ("processes",),
-    "test_doc_examples.py": ("processes",),
-}
-# Test functions (by name, without parameters) of several seconds each on 2 cores, measured with --durations.
-SLOW = {
-    # subprocess scripts under each start method and signal
-    "test_signal_while_sampling_exits_without_orphans",
-    "test_hangup_of_a_script_without_handlers_leaves_nothing",
-    "test_train_py_ends_cleanly_on_sigterm_and_sighup",
-    "test_second_ctrl_c_during_shutdown_does_not_abandon_it",
-    "test_quick_double_ctrl_c_in_train_py",
-    "test_env_registered_in_the_main_module_makes_workers_import_it",
-    "test_missing_main_guard_needed_by_the_envs_is_explained",
-    "test_workers_import_no_torch_when_the_main_module_does",
-    "test_env_and_tasks_defined_in_the_main_module",
-    "test_script_without_main_guard_runs",
-    "test_ctrl_c_while_workers_start_ends_them_at_once",
-    "test_command_line",
-    "test_command_line_config_error",
-    "test_ctrl_c_prints_the_command_that_continues_the_run",
-    "test_ctrl_c_while_importing_exits_quietly",
-    # many rollouts in a row
-    "test_partial_mode_survives_many_calls_in_a_row",
-    "test_many_calls_leak_no_fds_or_processes",
-    # MuJoCo envs over every start method, shape and layout
-    "test_fast_path_under_each_start_method",
-    "test_fast_path_degenerate_shapes",
-    "test_without_mujoco_batch_the_per_env_path_is_used_with_one_log_line",
-    "test_fast_path_through_sample_and_per_task_parameters",
-    "test_fast_path_keeps_the_envs_time_limit_and_end_reasons",
-}
+MARKERS = (("slow", "takes more than a few seconds on 2 cores"),
+           ("processes", "starts worker processes or subprocesses"),
+           ("ray", "starts a Ray cluster on this machine"),
+           ("metaworld", "builds Meta-World envs"))
 
 # 2D navigation, shrunk to a fraction of a second per iteration: the config of the train/test script tests.
-SMALL_CONFIG = {
+SMALL_CONFIG = MappingProxyType({
     "env-name": "2DNavigation-v0",
     "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
     "gamma": 0.99,
@@ -64,27 +45,64 @@ SMALL_CONFIG = {
     "fast-lr": 0.1,
     "num-batches": 3,
     "meta-batch-size": 3,
-}
+})
 
-
-def write_small_config(folder, name: str = "small.yaml", **changes) -> Path:
-    """``SMALL_CONFIG`` with ``changes`` (``**{"num-batches": 1}``), written as YAML into ``folder``."""
-    path = Path(folder) / name
-    path.write_text(yaml.safe_dump({**SMALL_CONFIG, **changes}))
-    return path
+# RL²-PPO's keys over SMALL_CONFIG (whose fast-lr, MAML's, is left out).
+RL2_CHANGES = MappingProxyType({"algorithm": "rl2-ppo", "episodes-per-trial": 3, "gru-size": 8, "ppo-epochs": 2,
+                                "ppo-minibatches": 2, "bptt-chunk": 7, "gae-lambda": 0.95, "num-batches": 2})
 
 
 def pytest_configure(config):
-    for name, meaning in (("slow", "takes more than a few seconds on 2 cores"),
-                          ("processes", "starts worker processes or subprocesses"),
-                          ("ray", "starts a Ray cluster on this machine"),
-                          ("metaworld", "builds Meta-World envs")):
+    for name, meaning in MARKERS:
         config.addinivalue_line("markers", f"{name}: {meaning}")
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        for marker in MODULE_MARKERS.get(item.fspath.basename, ()):
-            item.add_marker(marker)
-        if item.originalname in SLOW:
-            item.add_marker("slow")
+class SmallConfig:
+    """``small_config(folder, name="small.yaml", **changes) -> Path``: :data:`SMALL_CONFIG` with
+    ``changes`` (``**{"num-batches": 1}``), written as YAML into ``folder``; ``.values`` is the config."""
+
+    values = SMALL_CONFIG
+
+    def __call__(self, folder, name: str = "small.yaml", **changes) -> Path:
+        path = Path(folder) / name
+        path.write_text(yaml.safe_dump({**SMALL_CONFIG, **changes}))
+        return path
+
+    def rl2(self, folder, **changes) -> Path:
+        """The small config for RL²-PPO (:data:`RL2_CHANGES`, then ``changes``), as ``small.yaml``."""
+        path = self(folder, **{**RL2_CHANGES, **changes})
+        # MAML's key is not one of RL²'s.
+        text = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("fast-lr"))
+        path.write_text(text + "\n")
+        return path
+
+
+@pytest.fixture(scope="session")
+def small_config():
+    """See :class:`SmallConfig` (session-scoped: module fixtures that train a run use it)."""
+    return SmallConfig()
+
+
+@pytest.fixture(scope="session")
+def small_rl2_config(small_config):
+    """``small_rl2_config(folder, **changes) -> Path``: the small config for RL²-PPO."""
+    return small_config.rl2
+
+
+@pytest.fixture
+def probe_sampler():
+    """``probe_sampler(batch_size=2, policy=None, baseline=None, *, seed=0, **kwargs)``: a MultiTaskSampler of
+    ``helpers.sampler_envs.ProbeEnv`` envs (``helpers.samplers.probe_sampler``)."""
+    from helpers.samplers import probe_sampler
+
+    return probe_sampler
+
+
+@pytest.fixture
+def drift_sampler():
+    """``drift_sampler(discrete, horizon, batch_size, batched=True, *, policy=None, baseline=None, seed=11, **kwargs)``:
+    a MultiTaskSampler of the differential tests' envs under the naive reference's policy
+    (``helpers.samplers.drift_sampler``)."""
+    from helpers.samplers import drift_sampler
+
+    return drift_sampler

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
+pytestmark = pytest.mark.processes
+
 
 
 def python_blocks(relative_path: str):

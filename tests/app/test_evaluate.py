@@ -1,28 +1,23 @@
 """test.py: evaluation of a trained policy on new tasks."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from maml_rl.config.loading import ConfigError
 
-from conftest import SMALL_CONFIG
-from scripts import evaluate, train
+from helpers.scripts import evaluate, train
 
-ROOT = Path(__file__).resolve().parents[1]
-
-SMALL = {**SMALL_CONFIG, "num-batches": 1}
+# The small config, trained for one iteration.
+ONE_BATCH = {"num-batches": 1}
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory):
+def run_folder(tmp_path_factory, small_config):
     folder = tmp_path_factory.mktemp("evaluate")
-    config = folder / "small.yaml"
-    config.write_text(yaml.safe_dump(SMALL))
+    config = small_config(folder, **ONE_BATCH)
     train.main(["--config", str(config), "--output-folder", str(folder / "run"), "--num-workers", "0", "--seed", "5"])
     return folder / "run"
 
@@ -58,12 +53,13 @@ def test_results_shapes_and_keys(run_folder, tmp_path, capsys):
         assert f"{step:4d} | {mean:12.3f} ± {std:.3f}" in table
 
 
-def test_defaults_follow_the_run(run_folder):
+def test_defaults_follow_the_run(run_folder, small_config):
     results = run_eval(run_folder)  # policy.th and results.npz next to config.json
     assert (run_folder / "results.npz").is_file()
     # meta-batch-size and num-steps of the config, one batch.
-    assert results["returns_per_step"].shape == (2, SMALL["meta-batch-size"])
-    assert results["train_returns"].shape == (SMALL["meta-batch-size"], SMALL["fast-batch-size"])
+    small = small_config.values
+    assert results["returns_per_step"].shape == (2, small["meta-batch-size"])
+    assert results["train_returns"].shape == (small["meta-batch-size"], small["fast-batch-size"])
 
 
 def test_held_out_tasks_depend_on_the_seed(run_folder, tmp_path):
@@ -95,11 +91,10 @@ def test_policy_that_does_not_fit(run_folder, tmp_path):
                        "--policy", str(tmp_path / "nothing.th")])
 
 
-def test_a_config_without_a_policy_says_to_train_first(tmp_path):
+def test_a_config_without_a_policy_says_to_train_first(tmp_path, small_config):
     """`test.py --config configs/maml/2d-navigation.yaml` said '--policy configs/maml/policy.th: no such file'
     though no --policy was given."""
-    config = tmp_path / "small.yaml"
-    config.write_text(yaml.safe_dump(SMALL))
+    config = small_config(tmp_path, **ONE_BATCH)
     with pytest.raises(ConfigError) as info:
         evaluate.main(["--config", str(config), "--num-workers", "0"])
     message = str(info.value)
@@ -191,7 +186,7 @@ def test_policy_file_is_a_state_dict(run_folder):
     assert all(isinstance(value, torch.Tensor) for value in state.values())
 
 
-def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys):
+def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys, small_config):
     """results.npz did not say how it was evaluated, so report.py pooled other evaluations."""
     import hashlib
 
@@ -205,8 +200,8 @@ def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys):
         "sha256": hashlib.sha256((run_folder / "policy.th").read_bytes()).hexdigest(),
         "iteration": 1, "num-batches": 1}
     assert record["settings"] == {
-        "protocol": "gradient-steps", "num-steps": 2, "fast-lr": SMALL["fast-lr"], "fast-batch-size": 4,
-        "eval-actions": "mean", "split": None, "all-tasks": False, "episodes-per-trial": None,
+        "protocol": "gradient-steps", "num-steps": 2, "fast-lr": small_config.values["fast-lr"],
+        "fast-batch-size": 4, "eval-actions": "mean", "split": None, "all-tasks": False, "episodes-per-trial": None,
         "evaluation-episodes": None, "meta-batch-size": 2, "num-batches": 2}
     assert record["seed"] == 11 and record["tasks"] == 4
     assert record["config"] == str((run_folder / "config.json").resolve())
@@ -215,12 +210,11 @@ def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys):
     assert "policy.th (iteration 1 of 1) on 4 new tasks (seed 11), 4 episodes per task per step" in header
 
 
-def test_an_unfinished_run_is_said_to_be(tmp_path, capsys, monkeypatch):
+def test_an_unfinished_run_is_said_to_be(tmp_path, capsys, monkeypatch, small_config):
     """test.py evaluated the policy of a run stopped at iteration 1 of 3 without saying so."""
     from maml_rl.metalearners import maml_trpo
 
-    config = tmp_path / "small.yaml"
-    config.write_text(yaml.safe_dump({**SMALL, "num-batches": 3}))
+    config = small_config(tmp_path, **{"num-batches": 3})
     original_step = maml_trpo.MAMLTRPO.step
     calls = []
 

@@ -21,9 +21,9 @@ from maml_rl.config.loading import ConfigError
 from maml_rl.app.reports import Run, compare, curves, summarise
 from maml_rl.app.results import SETTINGS
 
-from conftest import write_small_config
-from scripts import evaluate as test_script
-from scripts import load_script, train
+from helpers.scripts import evaluate as test_script
+from helpers.scripts import load_script, train
+from helpers import ROOT
 
 report = load_script("report")
 
@@ -126,9 +126,9 @@ def test_curves_follow_the_common_length():
 
 
 @pytest.mark.processes
-def test_seeds_then_test_then_report_on_real_runs(tmp_path):
+def test_seeds_then_test_then_report_on_real_runs(tmp_path, small_config):
     for algorithm, extra in (("maml-trpo", {}), ("promp", {"outer-steps": 2})):
-        config = write_small_config(tmp_path, f"{algorithm}.yaml", **{"algorithm": algorithm, "num-batches": 2},
+        config = small_config(tmp_path, f"{algorithm}.yaml", **{"algorithm": algorithm, "num-batches": 2},
                                     **extra)
         train.main(["--config", str(config), "--output-folder", str(tmp_path / algorithm), "--num-workers", "0",
                     "--seeds", "1", "2"])
@@ -184,10 +184,10 @@ def test_misuse_is_refused_with_what_to_do(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def seeds(tmp_path_factory):
+def seeds(tmp_path_factory, small_config):
     """Two seeds of one config, one iteration each, evaluated by test.py (copy before changing them)."""
     folder = tmp_path_factory.mktemp("seeds")
-    config = write_small_config(folder, **{"num-batches": 1})
+    config = small_config(folder, **{"num-batches": 1})
     train.main(["--config", str(config), "--output-folder", str(folder / "nav"), "--num-workers", "0",
                 "--seeds", "1", "2"])
     for seed in (1, 2):
@@ -283,7 +283,7 @@ def test_damaged_files_are_named_with_what_to_do(seeds, tmp_path, damage, messag
 
 def test_one_install_hint_for_the_stats_extra():
     """report.py's extra had two install hints: pip install 'maml_rl[stats]' and pip install -e ".[stats]"."""
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     texts = [path.read_text() for path in [root / "README.md", root / "report.py", *root.glob("docs/*.md"),
                                             *root.glob("maml_rl/**/*.py")]]
     assert not any("maml_rl[" in text for text in texts)

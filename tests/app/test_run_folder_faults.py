@@ -33,8 +33,7 @@ else:
     pytest.importorskip("rliable")  # report.py's figures need it
 
 from maml_rl.config.loading import ConfigError
-from conftest import write_small_config
-from scripts import evaluate, load_script, train
+from helpers.scripts import evaluate, load_script, train
 
 report = load_script("report")
 
@@ -100,11 +99,11 @@ def report_on(folder: Path):
 
 
 @pytest.fixture(scope="module")
-def seeds(tmp_path_factory):
+def seeds(tmp_path_factory, small_config):
     """Seeds 1 and 2 of a small config, 2 of 3 iterations each, evaluated by test.py; and the policy
     of seed 1 trained 3 iterations without a stop (what every resume must end with)."""
     folder = tmp_path_factory.mktemp("faults")
-    config = write_small_config(folder, **{"num-batches": 2, "hidden-sizes": [8]})
+    config = small_config(folder, **{"num-batches": 2, "hidden-sizes": [8]})
     with contextlib.redirect_stderr(io.StringIO()):
         train.main(["--config", str(config), "--output-folder", str(folder / "nav"), "--num-workers", "0",
                     "--seeds", "1", "2"])

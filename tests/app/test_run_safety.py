@@ -6,37 +6,28 @@ import json
 import os
 import pickle
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from maml_rl.config.loading import ConfigError
-from conftest import SMALL_CONFIG, write_small_config
-from scripts import evaluate, train
 
-SMALL = {**SMALL_CONFIG, "nonlinearity": "relu"}
-
-
-def write_config(folder, name="small.yaml", **changes):
-    return write_small_config(folder, name, **{"nonlinearity": "relu", **changes})
-
-
-def run(config, output, *extra):
-    return train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", *extra])
-
-
-def load_policy(folder):
-    return torch.load(Path(folder) / "policy.th", weights_only=True)
-
-
-def assert_same_policy(a, b):
-    assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+from helpers.runs import assert_same_policy, load_policy, run
+from helpers.scripts import evaluate
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
+def write_config(small_config):
+    """``write_config(folder, name="small.yaml", **changes)``: the small config with ReLU, and ``changes``."""
+    def write(folder, name="small.yaml", **changes):
+        return small_config(folder, name, **{"nonlinearity": "relu", **changes})
+
+    return write
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, write_config):
     """Three uninterrupted iterations with seed 7."""
     folder = tmp_path_factory.mktemp("reference")
     run(write_config(folder), folder / "run", "--seed", "7")
@@ -53,7 +44,7 @@ class _Exploit:
         return os.system, (f"touch {self.marker}",)
 
 
-def test_malicious_checkpoint_is_refused_without_running_it(reference, tmp_path):
+def test_malicious_checkpoint_is_refused_without_running_it(reference, tmp_path, write_config):
     folder = tmp_path / "run"
     shutil.copytree(reference, folder)
     marker = tmp_path / "pwned"
@@ -72,7 +63,7 @@ def test_malicious_checkpoint_is_refused_without_running_it(reference, tmp_path)
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "garbage", "zeros", "few-zeros"])
-def test_damaged_checkpoint_is_named_with_what_to_do(reference, tmp_path, damage):
+def test_damaged_checkpoint_is_named_with_what_to_do(reference, tmp_path, damage, write_config):
     """A zero-filled checkpoint was refused as one that 'asks to run code or build objects'."""
     folder = tmp_path / "run"
     shutil.copytree(reference, folder)
@@ -91,7 +82,7 @@ def test_damaged_checkpoint_is_named_with_what_to_do(reference, tmp_path, damage
     assert expected.get(damage, "") in message
 
 
-def test_checkpoint_without_config_json_resumes_exactly(reference, tmp_path):
+def test_checkpoint_without_config_json_resumes_exactly(reference, tmp_path, write_config):
     folder = tmp_path / "run"
     run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
     (folder / "config.json").unlink()
@@ -100,7 +91,7 @@ def test_checkpoint_without_config_json_resumes_exactly(reference, tmp_path):
     assert json.loads((folder / "config.json").read_text())["num-batches"] == 3
 
 
-def test_resume_honours_the_given_config(reference, tmp_path):
+def test_resume_honours_the_given_config(reference, tmp_path, write_config):
     """A --config differing only in num-batches used to be ignored ('nothing to do')."""
     folder = tmp_path / "run"
     run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
@@ -114,7 +105,7 @@ def test_resume_honours_the_given_config(reference, tmp_path):
         run(write_config(tmp_path, "other-lr.yaml", **{"fast-lr": 0.3}), folder, "--resume")
 
 
-def test_the_command_that_started_a_run_with_set_continues_it(tmp_path):
+def test_the_command_that_started_a_run_with_set_continues_it(tmp_path, write_config):
     """`--config F --set K=V --resume` compared F without V to the run and refused its own command."""
     config = write_config(tmp_path)
     whole, folder = tmp_path / "whole", tmp_path / "run"
@@ -129,7 +120,7 @@ def test_the_command_that_started_a_run_with_set_continues_it(tmp_path):
         run(config, folder, "--resume", "--num-batches", "3")  # the file alone is not the run's configuration
 
 
-def test_resume_twice_is_safe(reference, tmp_path):
+def test_resume_twice_is_safe(reference, tmp_path, write_config):
     """The first command of the README may be run again: it continues, then has nothing to do."""
     folder = tmp_path / "run"
     run(write_config(tmp_path), folder, "--resume", "--seed", "7", "--num-batches", "2")
@@ -138,7 +129,7 @@ def test_resume_twice_is_safe(reference, tmp_path):
     assert_same_policy(load_policy(folder), load_policy(reference))
 
 
-def test_unwritable_output_folder_is_refused_before_any_work(tmp_path):
+def test_unwritable_output_folder_is_refused_before_any_work(tmp_path, write_config):
     config = write_config(tmp_path)
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
@@ -164,7 +155,7 @@ def test_evaluation_output_checked_before_any_work(reference, tmp_path, monkeypa
     assert calls == []
 
 
-def test_evaluation_refuses_another_architecture(reference, tmp_path):
+def test_evaluation_refuses_another_architecture(reference, tmp_path, write_config):
     """A ReLU-trained policy evaluated with a Tanh config loaded silently and gave wrong returns."""
     tanh = write_config(tmp_path, "tanh.yaml", nonlinearity="tanh")
     with pytest.raises(ConfigError) as info:
@@ -199,7 +190,7 @@ def test_evaluation_accepts_a_checkpoint_as_policy(reference, tmp_path):
         evaluate.main([*args, "--policy", str(plain_pickle), "--output", str(tmp_path / "c.npz")])
 
 
-def test_resume_refuses_a_folder_that_lost_its_checkpoint(reference, tmp_path):
+def test_resume_refuses_a_folder_that_lost_its_checkpoint(reference, tmp_path, write_config):
     """Resumed, a folder with config.json, policy.th and metrics rows but no checkpoint.pt started again from
     iteration 0 and truncated metrics.jsonl at once."""
     folder = tmp_path / "run"
@@ -219,7 +210,7 @@ def test_resume_refuses_a_folder_that_lost_its_checkpoint(reference, tmp_path):
     assert_same_policy(load_policy(folder), load_policy(reference))
 
 
-def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp_path, capsys):
+def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp_path, capsys, write_config):
     """return_after_mean10 and gain_lost were recomputed over what was left of metrics.jsonl (-12.25 against
     -18.04 uninterrupted): the checkpoint now keeps the monitors' state."""
     folder = tmp_path / "run"
@@ -238,7 +229,7 @@ def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp
     assert_same_policy(load_policy(folder), load_policy(reference))
 
 
-def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(reference, tmp_path, capsys):
+def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(reference, tmp_path, capsys, write_config):
     """A checkpoint written before it kept the monitors' state still resumes: the windowed metrics are
     replayed from metrics.jsonl, which, complete, gives the uninterrupted run's values."""
     from maml_rl.app.runs.checkpoints import read_checkpoint

@@ -11,14 +11,13 @@ and a draw from fresh entropy as ``SeedSequence()`` without arguments.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import write_small_config
-from scripts import train
+from helpers.scripts import train
+from helpers import ROOT
 
 ALGORITHMS = {
     "maml-trpo": {},
@@ -51,9 +50,9 @@ def seeding_calls(monkeypatch, config, output, seed):
 
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
-def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algorithm):
+def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algorithm, small_config):
     changes = dict(ALGORITHMS[algorithm], **{"num-batches": 2})
-    config = write_small_config(tmp_path, **changes)
+    config = small_config(tmp_path, **changes)
     if algorithm == "rl2-ppo":  # MAML's inner-loop key is not one of RL²'s
         config.write_text("\n".join(line for line in config.read_text().splitlines()
                                     if not line.startswith("fast-lr")) + "\n")
@@ -69,7 +68,7 @@ def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algori
     assert not same, f"{len(same)} of {len(first)} seeding calls do not depend on the run seed: {same[:5]}"
 
 
-def test_the_check_catches_a_constant_seed(tmp_path, monkeypatch):
+def test_the_check_catches_a_constant_seed(tmp_path, monkeypatch, small_config):
     """The old minibatch order (the update count alone) fails the check above."""
     from maml_rl.metalearners import rl2_ppo
 
@@ -81,7 +80,7 @@ def test_the_check_catches_a_constant_seed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rl2_ppo.RL2PPO, "step", constant_order)
     changes = dict(ALGORITHMS["rl2-ppo"], **{"num-batches": 1})
-    config = write_small_config(tmp_path, **changes)
+    config = small_config(tmp_path, **changes)
     config.write_text("\n".join(line for line in config.read_text().splitlines()
                                 if not line.startswith("fast-lr")) + "\n")
     first = seeding_calls(monkeypatch, config, tmp_path / "a", 11)
@@ -95,7 +94,7 @@ def test_a_seed_is_drawn_in_one_place_only():
     ``maml_rl.utils.seeding.draw_seed`` alone: every other draw in the package is seeded from a given seed."""
     import ast
 
-    package = Path(__file__).resolve().parent.parent / "maml_rl"
+    package = ROOT / "maml_rl"
     unseeded = []
     for path in package.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

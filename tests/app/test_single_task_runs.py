@@ -6,7 +6,8 @@ import json
 import numpy as np
 import yaml
 
-from scripts import ROOT, evaluate, train
+from helpers import ROOT
+from helpers.scripts import evaluate, train
 
 
 def test_bandit_config_trains_on_its_own_episodes(tmp_path):

@@ -9,8 +9,7 @@ import pytest
 
 from maml_rl.app.runs.stall import StallMonitor
 
-from conftest import write_small_config
-from scripts import train
+from helpers.scripts import train
 
 
 def test_a_streak_of_updates_without_a_step_warns_once_per_streak():
@@ -33,8 +32,8 @@ def test_replay_continues_as_an_uninterrupted_monitor():
         assert [whole.update(r) for r in rows][cut:] == [resumed.update(r) for r in rows[cut:]]
 
 
-def test_a_promp_run_whose_limit_undoes_every_step_is_flagged_across_a_resume(tmp_path, capsys):
-    config = write_small_config(tmp_path, algorithm="promp", **{"num-batches": 6, "outer-kl-limit": 1e-12,
+def test_a_promp_run_whose_limit_undoes_every_step_is_flagged_across_a_resume(tmp_path, capsys, small_config):
+    config = small_config(tmp_path, algorithm="promp", **{"num-batches": 6, "outer-kl-limit": 1e-12,
                                                                    "outer-steps": 1})
     out = tmp_path / "run"
     train.main(["--config", str(config), "--output-folder", str(out), "--num-workers", "0"])
@@ -47,7 +46,7 @@ def test_a_promp_run_whose_limit_undoes_every_step_is_flagged_across_a_resume(tm
     assert [row["outer_steps"] for row in rows] == [0] * 12 and {row["outer_step_scale"] for row in rows} == {0.0}
     # With backtracks a limit below every first step shortens it instead: one step an iteration, each
     # a power of two of Adam's, within the limit.
-    config = write_small_config(tmp_path, "b.yaml", algorithm="promp", **{"num-batches": 3, "outer-kl-limit": 1e-6,
+    config = small_config(tmp_path, "b.yaml", algorithm="promp", **{"num-batches": 3, "outer-kl-limit": 1e-6,
                                                                           "outer-kl-backtracks": 30})
     train.main(["--config", str(config), "--output-folder", str(tmp_path / "b"), "--num-workers", "0"])
     rows = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]

@@ -7,16 +7,12 @@ import re
 
 import pytest
 
-from conftest import write_small_config
-from scripts import load_tool, train
+from helpers.scripts import load_tool, train
+from helpers.runs import read_metrics
 
 
-def metrics(folder):
-    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-
-
-def test_outer_steps_trace_replays_the_runs_next_iteration(tmp_path, capsys):
-    config = write_small_config(tmp_path, **{"algorithm": "promp", "num-batches": 3, "outer-steps": 3})
+def test_outer_steps_trace_replays_the_runs_next_iteration(tmp_path, capsys, small_config):
+    config = small_config(tmp_path, **{"algorithm": "promp", "num-batches": 3, "outer-steps": 3})
     for name, batches in (("whole", "3"), ("two", "2")):
         train.main(["--config", str(config), "--output-folder", str(tmp_path / name), "--num-workers", "0",
                     "--seed", "5", "--num-batches", batches])
@@ -25,7 +21,7 @@ def test_outer_steps_trace_replays_the_runs_next_iteration(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("iteration 2") and len(lines) == 1 + 3 + 1
     logged = {m[0]: float(m[1]) for m in re.findall(r"(\w+) (\S+)", lines[3].split(": ", 1)[1])}
-    row = metrics(tmp_path / "whole")[2]
+    row = read_metrics(tmp_path / "whole")[2]
     # Three Adam steps from the checkpoint are the run's third iteration (printed to 4 digits).
     for key in ("loss_before", "loss_after", "inner_kl", "outer_kl", "clip_fraction"):
         assert f"{logged[key]:.4g}" == f"{row[key]:.4g}", key
@@ -35,8 +31,8 @@ def test_outer_steps_trace_replays_the_runs_next_iteration(tmp_path, capsys):
     assert lines[4].startswith("3 Adam step(s), outer-kl-limit 1e-12") and lines[4].endswith("outer_steps 0")
 
 
-def test_step_audit_measures_updates_on_a_fixed_evaluation_set(tmp_path, capsys):
-    config = write_small_config(tmp_path, **{"num-batches": 1})
+def test_step_audit_measures_updates_on_a_fixed_evaluation_set(tmp_path, capsys, small_config):
+    config = small_config(tmp_path, **{"num-batches": 1})
     train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0",
                 "--seed", "5"])
     audit = load_tool("step_audit")
@@ -55,8 +51,8 @@ def test_step_audit_measures_updates_on_a_fixed_evaluation_set(tmp_path, capsys)
     assert sum("at the checkpoint" in line for line in first) == 1
 
 
-def test_step_audit_set_changes_the_meta_update_only(tmp_path, capsys):
-    config = write_small_config(tmp_path, **{"num-batches": 1})
+def test_step_audit_set_changes_the_meta_update_only(tmp_path, capsys, small_config):
+    config = small_config(tmp_path, **{"num-batches": 1})
     train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0",
                 "--seed", "5"])
     audit = load_tool("step_audit")

@@ -13,13 +13,9 @@ import torch
 from maml_rl.config.loading import ConfigError, load_config
 from maml_rl.metalearners import maml_trpo
 
-from conftest import SMALL_CONFIG, write_small_config
-from scripts import train
-
-ROOT = Path(__file__).resolve().parents[1]
-
-# 2D navigation, shrunk to a fraction of a second per iteration.
-SMALL = SMALL_CONFIG
+from helpers import ROOT
+from helpers.runs import assert_same_policy, load_policy, read_metrics, run
+from helpers.scripts import train
 
 METRIC_KEYS = {
     "iteration", "return_before", "return_after", "env_steps", "total_env_steps",
@@ -27,35 +23,17 @@ METRIC_KEYS = {
 }
 
 
-def run(config, output, *extra):
-    return train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", *extra])
-
-
-def read_metrics(folder):
-    return [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
-
-
-def load_policy(folder):
-    return torch.load(Path(folder) / "policy.th", weights_only=True)
-
-
-def assert_same_policy(a, b):
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
-
-
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory):
+def reference_run(tmp_path_factory, small_config):
     """Three uninterrupted iterations with seed 7."""
     folder = tmp_path_factory.mktemp("reference")
-    run(write_small_config(folder), folder / "run", "--seed", "7")
+    run(small_config(folder), folder / "run", "--seed", "7")
     return folder / "run"
 
 
-def test_output_files(reference_run):
+def test_output_files(reference_run, small_config):
     config = json.loads((reference_run / "config.json").read_text())
-    assert config == {**load_config(ROOT / "configs/maml/2d-navigation.yaml"), **SMALL, "seed": 7}
+    assert config == {**load_config(ROOT / "configs/maml/2d-navigation.yaml"), **small_config.values, "seed": 7}
 
     policy = load_policy(reference_run)
     assert policy["layer1.weight"].shape == (16, 2)
@@ -80,8 +58,8 @@ def test_output_files(reference_run):
     assert checkpoint["counters"]["total_env_steps"] == metrics[-1]["total_env_steps"]
 
 
-def test_resume_equals_uninterrupted(reference_run, tmp_path):
-    config = write_small_config(tmp_path)
+def test_resume_equals_uninterrupted(reference_run, tmp_path, small_config):
+    config = small_config(tmp_path)
     run(config, tmp_path / "run", "--seed", "7", "--num-batches", "1")
     assert json.loads((tmp_path / "run" / "config.json").read_text())["num-batches"] == 1
     run(config, tmp_path / "run", "--resume", "--num-batches", "3")
@@ -94,7 +72,7 @@ def test_resume_equals_uninterrupted(reference_run, tmp_path):
         }
 
 
-def test_resume_after_a_run_killed_mid_iteration(reference_run, tmp_path, monkeypatch):
+def test_resume_after_a_run_killed_mid_iteration(reference_run, tmp_path, monkeypatch, small_config):
     """Killed after the sampler has moved on but before the checkpoint: the iteration is redone identically."""
     original_step = maml_trpo.MAMLTRPO.step
     calls = []
@@ -107,32 +85,32 @@ def test_resume_after_a_run_killed_mid_iteration(reference_run, tmp_path, monkey
 
     monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", step_then_die)
     with pytest.raises(KeyboardInterrupt):
-        run(write_small_config(tmp_path), tmp_path / "run", "--seed", "7")
+        run(small_config(tmp_path), tmp_path / "run", "--seed", "7")
     assert [record["iteration"] for record in read_metrics(tmp_path / "run")] == [0]
     # A line half-written when the process died is dropped on resume.
     with open(tmp_path / "run" / "metrics.jsonl", "a") as f:
         f.write('{"iteration": 1, "return_be')
     monkeypatch.setattr(maml_trpo.MAMLTRPO, "step", original_step)
 
-    run(write_small_config(tmp_path), tmp_path / "run", "--resume")
+    run(small_config(tmp_path), tmp_path / "run", "--resume")
     assert_same_policy(load_policy(tmp_path / "run"), load_policy(reference_run))
     assert [record["iteration"] for record in read_metrics(tmp_path / "run")] == [0, 1, 2]
 
 
-def test_resume_a_run_killed_before_its_first_checkpoint(reference_run, tmp_path):
+def test_resume_a_run_killed_before_its_first_checkpoint(reference_run, tmp_path, small_config):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "config.json").write_text((reference_run / "config.json").read_text())
     (folder / ".checkpoint.pt.123.abcd.tmp").write_bytes(b"partial")
-    run(write_small_config(tmp_path), folder, "--resume")
+    run(small_config(tmp_path), folder, "--resume")
     assert_same_policy(load_policy(folder), load_policy(reference_run))
     assert not list(folder.glob(".*.tmp"))
 
 
-def test_resume_a_run_saved_before_a_defaulted_key_existed(reference_run, tmp_path):
+def test_resume_a_run_saved_before_a_defaulted_key_existed(reference_run, tmp_path, small_config):
     """A run written before loss-averaging existed resumes with its default, as if the key were written."""
     folder = tmp_path / "run"
-    run(write_small_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    run(small_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
     saved = json.loads((folder / "config.json").read_text())
     assert saved.pop("loss-averaging") == "step"
     (folder / "config.json").write_text(json.dumps(saved))
@@ -140,21 +118,21 @@ def test_resume_a_run_saved_before_a_defaulted_key_existed(reference_run, tmp_pa
     del checkpoint["config"]["loss-averaging"]
     torch.save(checkpoint, folder / "checkpoint.pt")
 
-    run(write_small_config(tmp_path), folder, "--resume", "--num-batches", "3")
+    run(small_config(tmp_path), folder, "--resume", "--num-batches", "3")
     assert_same_policy(load_policy(folder), load_policy(reference_run))
 
 
-def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
+def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path, small_config):
     folder = tmp_path / "run"
-    run(write_small_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
+    run(small_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
     checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False)
     checkpoint["config"]["loss-averaging"] = "episode"
     torch.save(checkpoint, folder / "checkpoint.pt")
     with pytest.raises(ConfigError, match="loss-averaging: 'episode' -> 'step'"):
-        run(write_small_config(tmp_path), folder, "--resume", "--num-batches", "2")
+        run(small_config(tmp_path), folder, "--resume", "--num-batches", "2")
 
-def test_mujoco_env(tmp_path):
-    config = write_small_config(
+def test_mujoco_env(tmp_path, small_config):
+    config = small_config(
         tmp_path, **{"env-name": "HalfCheetahVel-v5", "fast-batch-size": 2, "meta-batch-size": 2, "num-batches": 1,
                      "env-kwargs": {"low": 0.0, "high": 2.0, "normalization_scale": 10.0, "max_episode_steps": 10}}
     )
@@ -164,8 +142,8 @@ def test_mujoco_env(tmp_path):
     assert load_policy(tmp_path / "run")["layer1.weight"].shape == (16, 20)
 
 
-def test_two_inner_steps(tmp_path):
-    run(write_small_config(tmp_path, **{"num-steps": 2, "num-batches": 1, "first-order": True}), tmp_path / "run")
+def test_two_inner_steps(tmp_path, small_config):
+    run(small_config(tmp_path, **{"num-steps": 2, "num-batches": 1, "first-order": True}), tmp_path / "run")
     (record,) = read_metrics(tmp_path / "run")
     assert 0 < record["env_steps"] <= 3 * 4 * 10 * 3
 
@@ -180,15 +158,15 @@ def test_two_inner_steps(tmp_path):
         ({"env-kwargs": {"goal_radius": 1}}, "env-kwargs: 2DNavigation-v0 takes no argument 'goal_radius'"),
     ],
 )
-def test_config_errors_stop_before_any_work(tmp_path, changes, message):
+def test_config_errors_stop_before_any_work(tmp_path, changes, message, small_config):
     with pytest.raises(ConfigError) as info:
-        run(write_small_config(tmp_path, **changes), tmp_path / "run")
+        run(small_config(tmp_path, **changes), tmp_path / "run")
     assert message in str(info.value)
     assert not (tmp_path / "run").exists()
 
 
-def test_run_folder_is_protected(reference_run, tmp_path):
-    config = write_small_config(tmp_path)
+def test_run_folder_is_protected(reference_run, tmp_path, small_config):
+    config = small_config(tmp_path)
     with pytest.raises(ConfigError, match="already holds a training run"):
         run(config, reference_run)
     # --resume where there is no run yet starts one: the same command starts, then continues a run.
@@ -201,19 +179,20 @@ def test_run_folder_is_protected(reference_run, tmp_path):
     with pytest.raises(ConfigError, match="--seed 8 differs"):
         run(config, reference_run, "--resume", "--seed", "8")
     with pytest.raises(ConfigError, match="differs from the run's"):
-        run(write_small_config(tmp_path, gamma=0.9), reference_run, "--resume")
+        run(small_config(tmp_path, gamma=0.9), reference_run, "--resume")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
-def test_cuda_unavailable_is_an_error(tmp_path):
+def test_cuda_unavailable_is_an_error(tmp_path, small_config):
     with pytest.raises(ConfigError, match="CUDA is not available"):
-        run(write_small_config(tmp_path), tmp_path / "run", "--device", "cuda")
+        run(small_config(tmp_path), tmp_path / "run", "--device", "cuda")
     assert not (tmp_path / "run").exists()
 
 
-def test_command_line(tmp_path):
+@pytest.mark.slow
+def test_command_line(tmp_path, small_config):
     """train.py then test.py as real processes, with one sampler worker process."""
-    config = write_small_config(tmp_path, **{"num-batches": 1})
+    config = small_config(tmp_path, **{"num-batches": 1})
     folder = tmp_path / "run"
     subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "--config", str(config), "--output-folder", str(folder),
@@ -232,9 +211,10 @@ def test_command_line(tmp_path):
     assert (folder / "results.npz").is_file()
 
 
-def test_command_line_config_error(tmp_path):
+@pytest.mark.slow
+def test_command_line_config_error(tmp_path, small_config):
     result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "--config", str(write_small_config(tmp_path, **{"meta-batch-size": 0})),
+        [sys.executable, str(ROOT / "train.py"), "--config", str(small_config(tmp_path, **{"meta-batch-size": 0})),
          "--output-folder", str(tmp_path / "run")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
@@ -254,12 +234,12 @@ def test_tensorboard_only_when_installed(reference_run):
         assert list((reference_run / "tensorboard").glob("events.out.tfevents.*"))
 
 
-def test_a_finished_run_says_nothing_to_do_without_a_bar(reference_run, tmp_path, capsys):
+def test_a_finished_run_says_nothing_to_do_without_a_bar(reference_run, tmp_path, capsys, small_config):
     """A finished run showed a spurious `100% 2/2` bar before 'nothing to do'."""
     folder = tmp_path / "run"
-    run(write_small_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
+    run(small_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
     capsys.readouterr()
-    run(write_small_config(tmp_path), folder, "--resume", "--num-batches", "2")
+    run(small_config(tmp_path), folder, "--resume", "--num-batches", "2")
     err = capsys.readouterr().err
     assert err.strip() == f"{folder}: the run already has 2 of 2 iterations; nothing to do"
 
@@ -277,8 +257,9 @@ def start(tmp_path, *args):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_ctrl_c_prints_the_command_that_continues_the_run(tmp_path):
-    config = write_small_config(tmp_path, **{"num-batches": 1000})
+@pytest.mark.slow
+def test_ctrl_c_prints_the_command_that_continues_the_run(tmp_path, small_config):
+    config = small_config(tmp_path, **{"num-batches": 1000})
     process = start(tmp_path, "--config", config, "--num-workers", "0", "--seed", "7")
     metrics = tmp_path / "runs" / "small" / "metrics.jsonl"
     deadline = time.monotonic() + 120
@@ -294,6 +275,7 @@ def test_ctrl_c_prints_the_command_that_continues_the_run(tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_importing_exits_quietly(tmp_path):
     """Ctrl-C in train.py's first second (its imports) printed a 30-line KeyboardInterrupt traceback."""
     process = start(tmp_path, "--num-batches", "1")

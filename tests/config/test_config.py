@@ -4,7 +4,6 @@ import inspect
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -24,7 +23,8 @@ from maml_rl.config.loading import (
     validate_config,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 SHIPPED = sorted((ROOT / "configs").rglob("*.yaml"))
 
 MINIMAL = {

@@ -28,8 +28,10 @@ from maml_rl.envs.metaworld import WELD_SHIM, MetaWorldEnv, benchmark_tasks
 from maml_rl.envs.registration import METAWORLD_IDS, METAWORLD_TASK_NAMES
 from maml_rl.samplers import MultiTaskSampler, WorkerError
 
-from naive_sampler import ElementwisePolicy, reference_rollout
-from scripts import evaluate, train
+from helpers.naive_sampler import ElementwisePolicy, reference_rollout
+from helpers.scripts import evaluate, train
+
+pytestmark = [pytest.mark.metaworld, pytest.mark.slow]
 
 
 def goals(tasks):

@@ -43,7 +43,9 @@ from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 from maml_rl.envs.metaworld_fast.rotation import EXACT, FastRotation, quat_from_matrix
 from maml_rl.samplers import MultiTaskSampler
 
-from naive_sampler import ElementwisePolicy
+from helpers.naive_sampler import ElementwisePolicy
+
+pytestmark = [pytest.mark.metaworld, pytest.mark.slow]
 
 ALL_CLASSES = list(metaworld.env_dict.ALL_V3_ENVIRONMENTS)
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.distributions import Categorical, Independent, Normal
 
-from naive_sampler import noise_for
+from helpers.naive_sampler import noise_for
 
 
 class CountingRecurrentPolicy(torch.nn.Module):

@@ -38,7 +38,7 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it stands, for 
 sys.path.insert(0, {tests!r})
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import make_probe_env
+from helpers.sampler_envs import make_probe_env
 
 if __name__ == "__main__":
     sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,

@@ -1,9 +1,8 @@
 """train.py and test.py loaded as modules, for tests that call their ``main(argv)``."""
 
 import importlib.util
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
 
 
 def load_script(name, folder=ROOT):

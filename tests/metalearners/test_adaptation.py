@@ -20,7 +20,7 @@ from maml_rl.metalearners import MAMLTRPO, METALEARNERS, MetaLearner, StaleEpiso
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.sampling import sample_adapt_sample
-from sampler_envs import ProbeEnv
+from helpers.sampler_envs import ProbeEnv
 
 
 class RandomLengthEnv(ProbeEnv):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections import OrderedDict
@@ -10,12 +11,12 @@ import pytest
 import torch
 from torch.distributions import kl_divergence
 
-from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.metalearners.losses import reinforce_loss
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors, unflatten_like
+
+from helpers.episodes import random_episodes
 
 OBS_DIM, ACT_DIM, NUM_ACTIONS = 3, 2, 3
 
@@ -27,32 +28,13 @@ def make_policy(discrete: bool = False, seed: int = 0):
     return NormalMLPPolicy(OBS_DIM, ACT_DIM, hidden_sizes=(5,), init_std=0.8)
 
 
-def random_episodes(policy, num_tasks: int, seed: int, batch_size: int = 4, horizon: int = 6) -> list[BatchEpisodes]:
-    """Valid random episodes with varying lengths, actions sampled from ``policy``."""
-    generator = torch.Generator().manual_seed(seed)
-    out = []
-    for task in range(num_tasks):
-        lengths = torch.randint(2, horizon + 1, (batch_size,), generator=generator)
-        lengths[0] = horizon
-        mask = (torch.arange(horizon).view(-1, 1) < lengths).float()
-        observations = torch.randn(horizon, batch_size, OBS_DIM, generator=generator) * mask.unsqueeze(-1)
-        with torch.no_grad():
-            torch.manual_seed(seed * 100 + task)
-            actions = policy(observations).sample()
-        actions = actions * (mask.unsqueeze(-1) if actions.dim() == 3 else mask).to(actions.dtype)
-        rewards = torch.randn(horizon, batch_size, generator=generator) * mask
-        episodes = BatchEpisodes(observations, actions, rewards, lengths, task=task, gamma=0.9)
-        baseline = LinearFeatureBaseline(OBS_DIM)
-        baseline.fit(episodes)
-        episodes.compute_advantages(baseline, gae_lambda=0.95, normalize=True)
-        out.append(episodes)
-    return out
-
-
 def problem(discrete: bool = False, num_steps: int = 1, num_tasks: int = 3):
     policy = make_policy(discrete)
-    train = [random_episodes(policy, num_tasks, seed=10 + step) for step in range(num_steps)]
-    valid = random_episodes(policy, num_tasks, seed=99)
+    # Valid random episodes with varying lengths, actions sampled from the policy.
+    episodes = functools.partial(random_episodes, num_tasks, 4, 6, observation_size=OBS_DIM, policy=policy,
+                                 min_length=2, masked=True, numbered_tasks=True, gamma=0.9, gae_lambda=0.95)
+    train = [episodes(seed=10 + step) for step in range(num_steps)]
+    valid = episodes(seed=99)
     return policy, train, valid
 
 

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import write_small_config
 from maml_rl.config.hyperparameters import ALGORITHM_KEYS
 from maml_rl.app.runs.checkpoints import read_checkpoint
 from maml_rl.metalearners import (METALEARNERS, AdaptationBatch, GradientMetaLearner, MAMLTRPO, MetaLearner, ProMP,
                                   RL2PPO)
 from maml_rl.config.loading import ConfigError
 from maml_rl.metalearners.base import Evaluation
-from scripts import evaluate, train
+from helpers.scripts import evaluate, train
 
 
 class RandomSearch(MetaLearner):
@@ -58,8 +57,8 @@ def test_every_shipped_learner_is_a_metalearner():
     assert not issubclass(RL2PPO, GradientMetaLearner) and RL2PPO.recurrent and not MAMLTRPO.recurrent
 
 
-def test_a_new_learner_trains_checkpoints_and_resumes_exactly_through_train_py(random_search, tmp_path):
-    config = write_small_config(tmp_path, **{"algorithm": "random-search", "num-batches": 3})
+def test_a_new_learner_trains_checkpoints_and_resumes_exactly_through_train_py(random_search, tmp_path, small_config):
+    config = small_config(tmp_path, **{"algorithm": "random-search", "num-batches": 3})
 
     def run(folder, *extra):
         train.main(["--config", str(config), "--output-folder", str(folder), "--num-workers", "0", "--seed", "4",
@@ -92,8 +91,8 @@ class EvaluatedRandomSearch(RandomSearch):
 
 
 def test_test_py_evaluates_through_the_learner_and_refuses_one_without_a_protocol(random_search, monkeypatch,
-                                                                                  tmp_path):
-    config = write_small_config(tmp_path, **{"algorithm": "random-search", "num-batches": 1})
+                                                                                  tmp_path, small_config):
+    config = small_config(tmp_path, **{"algorithm": "random-search", "num-batches": 1})
     train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0"])
     argv = ["--config", str(tmp_path / "run" / "config.json"), "--num-batches", "2", "--meta-batch-size", "3",
             "--num-workers", "0", "--output", str(tmp_path / "results.npz")]

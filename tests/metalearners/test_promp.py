@@ -4,10 +4,8 @@ a plain per-task loop, the refusals, the degenerate shapes, and exact resume."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from torch.func import functional_call
 import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.metalearners.adaptation import InnerLoop, inner_step
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.data.episodes import BatchEpisodes, TaskBatch
+from maml_rl.data.episodes import TaskBatch
 from maml_rl.metalearners.losses import clipped_surrogate_loss, inner_losses
 from maml_rl.metalearners import ProMP, StaleEpisodesError
 from maml_rl.metalearners.promp import adapt_kl_coefficient
@@ -25,9 +23,10 @@ from maml_rl.policies import CategoricalMLPPolicy, GRUPolicy, NormalMLPPolicy, e
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from conftest import write_small_config
-from scripts import evaluate as test_script
-from scripts import train
+from helpers.scripts import evaluate as test_script
+from helpers.scripts import train
+from helpers.episodes import random_episodes
+from helpers.runs import read_metrics
 
 
 def random_batch(num_tasks=3, rows=7, obs=2, discrete=None, generator=None, dtype=torch.float32):
@@ -117,23 +116,6 @@ def test_adaptive_kl_rule_by_hand():
     assert adapt_kl_coefficient(1.0, 0.01 / 1.5, 0.01) == 1.0
 
 
-def synthetic_episodes(num_tasks, batch_size, horizon, seed, gamma=0.99):
-    """One BatchEpisodes per task with random data and ragged lengths, advantages from the linear baseline."""
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(num_tasks):
-        lengths = torch.randint(1, horizon + 1, (batch_size,), generator=g)
-        lengths[0] = horizon
-        episodes = BatchEpisodes(torch.randn(horizon, batch_size, 2, generator=g),
-                                 torch.randn(horizon, batch_size, 2, generator=g),
-                                 torch.randn(horizon, batch_size, generator=g), lengths, gamma=gamma)
-        baseline = LinearFeatureBaseline(2)
-        baseline.fit(episodes)
-        episodes.compute_advantages(baseline, gae_lambda=1.0, normalize=True)
-        out.append(episodes)
-    return out
-
-
 def naive_promp_objective(policy, train, valid, fast_lr, clip):
     """ProMP's first-epoch objective written per task with plain autograd (on-policy episodes, no KL:
     at the behaviour policy the KL term's value and gradient are 0)."""
@@ -160,7 +142,8 @@ def naive_promp_objective(policy, train, valid, fast_lr, clip):
 def test_first_meta_gradient_equals_a_plain_per_task_loop():
     torch.manual_seed(3)
     policy = NormalMLPPolicy(2, 2, hidden_sizes=(6, 6))
-    train, valid = synthetic_episodes(3, 4, 5, seed=1), synthetic_episodes(3, 4, 5, seed=2)
+    # Random data with ragged lengths, advantages from the linear baseline.
+    train, valid = (random_episodes(3, 4, 5, seed, observation_size=2, action_size=2) for seed in (1, 2))
     expected = torch.autograd.grad(naive_promp_objective(policy, train, valid, 0.2, 0.3), list(policy.parameters()))
     learner = ProMP(policy, fast_lr=0.2, outer_steps=1, inner_kl_coef=0.7)
     learner.step([train], valid)
@@ -344,12 +327,8 @@ def test_recurrent_and_unstackable_policies_are_refused():
         InnerLoop(objective="dice")
 
 
-def read_metrics(folder):
-    return [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
-
-
-def test_train_py_runs_promp_and_resumes_bit_identically(tmp_path):
-    config = write_small_config(tmp_path, **{"algorithm": "promp", "num-batches": 3, "outer-steps": 2})
+def test_train_py_runs_promp_and_resumes_bit_identically(tmp_path, small_config):
+    config = small_config(tmp_path, **{"algorithm": "promp", "num-batches": 3, "outer-steps": 2})
 
     def run(output, *extra):
         train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", "--seed", "2",

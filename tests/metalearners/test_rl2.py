@@ -3,8 +3,6 @@ learner's refusals, and PPO's clipped objective against a hand computation."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,32 +12,11 @@ from maml_rl.metalearners import MAMLTRPO, RL2PPO
 from maml_rl.policies import GRUPolicy, NormalMLPPolicy, rl2_input_size
 from maml_rl.samplers import MultiTaskSampler
 
-from conftest import write_small_config
-from scripts import evaluate as test_script
-from scripts import train
-
-RL2 = {"algorithm": "rl2-ppo", "episodes-per-trial": 3, "gru-size": 8, "ppo-epochs": 2, "ppo-minibatches": 2,
-       "bptt-chunk": 7, "gae-lambda": 0.95, "num-batches": 2}
+from helpers.runs import read_metrics, run
+from helpers.scripts import evaluate as test_script
 
 
-def small_rl2_config(folder, **changes):
-    config = {**RL2, **changes}
-    path = write_small_config(folder, **config)
-    # MAML's key is not one of RL²'s.
-    text = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("fast-lr"))
-    path.write_text(text + "\n")
-    return path
-
-
-def run(config, output, *extra):
-    return train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", *extra])
-
-
-def read_metrics(folder):
-    return [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
-
-
-def test_train_writes_the_adaptation_curve_and_resumes_exactly(tmp_path, capsys):
+def test_train_writes_the_adaptation_curve_and_resumes_exactly(tmp_path, capsys, small_rl2_config):
     config = small_rl2_config(tmp_path)
     run(config, tmp_path / "whole", "--seed", "3")
     run(config, tmp_path / "pieces", "--seed", "3", "--num-batches", "1")
@@ -337,7 +314,7 @@ def test_the_run_seed_orders_the_minibatches():
     assert not torch.equal(outcomes["a"], outcomes["c"])
 
 
-def test_from_config_passes_the_run_seed_and_the_recipe(tmp_path):
+def test_from_config_passes_the_run_seed_and_the_recipe(tmp_path, small_rl2_config):
     from maml_rl.config.loading import build_env, load_config
     from maml_rl.metalearners import make_metalearner, make_policy
 

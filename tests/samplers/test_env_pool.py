@@ -14,7 +14,7 @@ from maml_rl.samplers import EnvPool, PoolStateError, SamplerClosedError
 from maml_rl.samplers.workers.buffers import BufferSpec
 from maml_rl.samplers.workers.pools import ChildEnvPool, InProcessPool
 
-from differential_envs import factory
+from helpers.differential_envs import factory
 
 HORIZON = 4
 SLOTS = 4

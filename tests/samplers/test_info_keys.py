@@ -14,24 +14,17 @@ from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerError
 
-from differential_envs import factory
-from naive_sampler import ElementwisePolicy
 
 
-def drift_sampler(**kwargs):
-    return MultiTaskSampler(None, None, 2, ElementwisePolicy(2, False), None, env_fn=factory(False, 5), seed=3,
-                            **kwargs)
-
-
-def test_the_env_declares_the_default_keys_and_the_caller_may_choose():
-    with drift_sampler(num_workers=0) as sampler:
+def test_the_env_declares_the_default_keys_and_the_caller_may_choose(drift_sampler):
+    with drift_sampler(False, 5, 2, seed=3, num_workers=0) as sampler:
         assert sampler.info_keys == ("near", "x")
         (batch,) = sampler.rollout(sampler.sample_tasks(1))
         assert list(batch.infos) == ["near", "x"]
-    with drift_sampler(num_workers=0, info_keys=["x"]) as sampler:
+    with drift_sampler(False, 5, 2, seed=3, num_workers=0, info_keys=["x"]) as sampler:
         (only_x,) = sampler.rollout(sampler.sample_tasks(1))
         assert list(only_x.infos) == ["x"] and torch.equal(only_x.infos["x"], batch.infos["x"])
-    with drift_sampler(num_workers=0, info_keys=()) as sampler:
+    with drift_sampler(False, 5, 2, seed=3, num_workers=0, info_keys=()) as sampler:
         (none,) = sampler.rollout(sampler.sample_tasks(1))
         assert none.infos == {}
         assert torch.equal(none.observations, batch.observations)
@@ -42,23 +35,23 @@ def test_the_env_declares_the_default_keys_and_the_caller_may_choose():
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_a_key_the_env_does_not_provide_is_a_worker_error_naming_it(num_workers):
-    with drift_sampler(num_workers=num_workers, info_keys=("near", "goal_reached")) as sampler:
+def test_a_key_the_env_does_not_provide_is_a_worker_error_naming_it(num_workers, drift_sampler):
+    with drift_sampler(False, 5, 2, seed=3, num_workers=num_workers, info_keys=("near", "goal_reached")) as sampler:
         with pytest.raises(WorkerError, match=r"info\['goal_reached'\].*info_keys=\('near', 'goal_reached'\).*"
                                               r"\['near', 'note', 'x'\]"):
             sampler.rollout(sampler.sample_tasks(2))
 
 
-def test_a_value_that_is_not_a_number_is_a_worker_error():
-    with drift_sampler(num_workers=0, info_keys=("note",)) as sampler:
+def test_a_value_that_is_not_a_number_is_a_worker_error(drift_sampler):
+    with drift_sampler(False, 5, 2, seed=3, num_workers=0, info_keys=("note",)) as sampler:
         with pytest.raises(WorkerError, match=r"info\['note'\] = 'not carried'.*a number \(or bool\)"):
             sampler.rollout(sampler.sample_tasks(1))
 
 
 @pytest.mark.parametrize("keys", ["near", ("near", "near"), (1,)])
-def test_malformed_info_keys_are_refused(keys):
+def test_malformed_info_keys_are_refused(keys, drift_sampler):
     with pytest.raises(ValueError, match="info_keys"):
-        drift_sampler(num_workers=0, info_keys=keys)
+        drift_sampler(False, 5, 2, seed=3, num_workers=0, info_keys=keys)
 
 
 def test_info_keys_step_mujoco_envs_one_at_a_time():

@@ -13,15 +13,15 @@ from torch.distributions import Beta, Categorical, Distribution, Independent, No
 
 from maml_rl.metalearners.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.samplers import MultiTaskSampler
 from maml_rl.samplers.rollout.noise import actions_from_noise
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from differential_envs import factory
-from naive_sampler import ElementwisePolicy, UnbatchedElementwisePolicy, reference_rollout
-from test_sampler_differential import SHAPES, assert_equal_to, grouped_by_sampler
+from helpers.differential import SHAPES, assert_equal_to, grouped_by_sampler
+from helpers.differential_envs import factory
+from helpers.naive_sampler import ElementwisePolicy, reference_rollout
+from helpers.samplers import DRIFT_SEED
 
-SEED = 11
+SEED = DRIFT_SEED
 
 
 def test_mean_actions_by_hand():
@@ -51,23 +51,16 @@ def test_a_distribution_without_a_mean_is_refused():
         actions_from_noise(NoMean(), torch.zeros(1), 0, "mean")
 
 
-def sampler_for(discrete, horizon, batch_size, batched=True, **kwargs):
-    policy = (ElementwisePolicy if batched else UnbatchedElementwisePolicy)(3 if discrete else 2, discrete)
-    sampler = MultiTaskSampler(None, None, batch_size, policy, None, env_fn=factory(discrete, horizon), seed=SEED,
-                               **kwargs)
-    return sampler, policy
-
-
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 @pytest.mark.parametrize("num_workers, partial, batched",
                          [(0, False, True), (2, False, True), (2, True, True), (0, False, False)],
                          ids=["in-process", "2-workers", "2-workers-partial", "task-by-task"])
-def test_mean_rollouts_equal_the_naive_reference(discrete, num_workers, partial, batched):
+def test_mean_rollouts_equal_the_naive_reference(discrete, num_workers, partial, batched, drift_sampler):
     """Every shape, alternating mean and sampled rollouts on one sampler: each
     call is its own reference's, whatever mode the calls before it used."""
     for (batch_size, horizon), shapes in grouped_by_sampler(SHAPES):
-        sampler, policy = sampler_for(discrete, horizon, batch_size, batched, num_workers=num_workers,
-                                      partial=partial)
+        sampler = drift_sampler(discrete, horizon, batch_size, batched, num_workers=num_workers, partial=partial)
+        policy = sampler.policy
         with sampler:
             for call, (label, tasks, _, _) in enumerate(shapes + shapes):
                 mode = "mean" if call % 2 == 0 else "sample"
@@ -91,9 +84,10 @@ def test_the_mean_reference_differs_from_the_sampled_one():
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_sample_adapts_on_sampled_episodes_and_evaluates_the_means(num_workers):
+def test_sample_adapts_on_sampled_episodes_and_evaluates_the_means(num_workers, drift_sampler):
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 1}]
-    sampler, policy = sampler_for(False, 6, 3, num_workers=num_workers)
+    sampler = drift_sampler(False, 6, 3, num_workers=num_workers)
+    policy = sampler.policy
     sampler.baseline = LinearFeatureBaseline(3)
     with sampler:
         train, valid = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.3, valid_actions="mean")
@@ -105,9 +99,9 @@ def test_sample_adapts_on_sampled_episodes_and_evaluates_the_means(num_workers):
     assert all(batch.actions_from == "mean" for batch in valid)
 
 
-def test_policy_gradient_steps_refuse_mean_action_episodes():
+def test_policy_gradient_steps_refuse_mean_action_episodes(drift_sampler):
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}]
-    sampler, policy = sampler_for(False, 6, 3)
+    sampler = drift_sampler(False, 6, 3)
     sampler.baseline = LinearFeatureBaseline(3)
     inner_loop = InnerLoop(fast_lr=0.3, num_steps=1)
     with sampler:
@@ -124,8 +118,8 @@ def test_policy_gradient_steps_refuse_mean_action_episodes():
         inner_loop.task_batch(sampled)  # sampled episodes pass
 
 
-def test_bad_action_modes_are_refused_before_any_work():
-    sampler, _ = sampler_for(False, 6, 3)
+def test_bad_action_modes_are_refused_before_any_work(drift_sampler):
+    sampler = drift_sampler(False, 6, 3)
     with sampler:
         with pytest.raises(ValueError, match="actions='greedy': use 'sample'.*or 'mean'"):
             sampler.rollout([{"offset": 0.0, "length": 2}], actions="greedy")

@@ -29,8 +29,8 @@ if mujoco_batch is None and not os.environ.get("MAML_RL_REQUIRE_FAST_PATH"):
 from maml_rl.samplers import usable_cpus
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from naive_sampler import ElementwisePolicy, reference_rollout
-from test_sampler_differential import assert_equal_to, buffer_ranges, overlaps, storages
+from helpers.differential import assert_equal_to, buffer_ranges, overlaps, storages
+from helpers.naive_sampler import ElementwisePolicy, reference_rollout
 
 FAST_ENVS = ["HalfCheetahVel-v5", "HalfCheetahDir-v5", "AntVel-v5", "AntDir-v5", "AntPos-v5"]
 SEED = 5
@@ -76,6 +76,7 @@ def test_fast_path_equals_the_naive_reference(env_id, num_workers, partial):
         assert set(lengths) == {HORIZON}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", FAST_ENVS)
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_fast_path_under_each_start_method(env_id, start_method):
@@ -115,6 +116,7 @@ def falling_ant(max_episode_steps=HORIZON):
     return gym.wrappers.TimeLimit(FallingAnt(), max_episode_steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_fast_path_degenerate_shapes(num_workers):
     policy = policy_for("AntVel-v5")
@@ -133,6 +135,7 @@ def test_fast_path_degenerate_shapes(num_workers):
     assert set(lengths) == {1}
 
 
+@pytest.mark.slow
 def test_fast_path_keeps_the_envs_time_limit_and_end_reasons():
     """A TimeLimit shorter than the sampler's horizon truncates, with the same
     end reasons in both paths (the sampler reads them to tell an unended episode)."""
@@ -152,6 +155,7 @@ def test_fast_path_keeps_the_envs_time_limit_and_end_reasons():
     assert set(reasons[True]) == {1, 2}  # terminated and truncated
 
 
+@pytest.mark.slow
 def test_fast_path_through_sample_and_per_task_parameters():
     """sample(): adapted per-task parameters drive the second rollout through the fast path."""
     policy = policy_for("HalfCheetahVel-v5")
@@ -212,6 +216,7 @@ def test_a_wrapper_the_fast_path_would_skip_means_the_per_env_path(caplog):
         MultiTaskSampler("HalfCheetahVel-v5", {}, 2, policy, None, batch_threads=0)
 
 
+@pytest.mark.slow
 def test_without_mujoco_batch_the_per_env_path_is_used_with_one_log_line(tmp_path):
     """A MuJoCo without mujoco.batch (before 4.0): the import really fails, in a
     fresh interpreter, and the sampler says so once and samples as before."""

@@ -19,7 +19,8 @@ from torch.distributions import Beta, Independent
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.samplers.errors import PolicyOutputError
 
-from differential_envs import factory
+from helpers.differential_envs import factory
+from helpers.samplers import drift_sampler
 
 TASKS = [{"offset": 0.3, "length": None}, {"offset": -0.6, "length": 4}, {"offset": 0.1, "length": 9}]
 
@@ -38,8 +39,8 @@ class BetaPolicy(torch.nn.Module):
 
 
 def actions(num_workers=0, partial=False, seed=5, mode="sample"):
-    sampler = MultiTaskSampler(None, None, 4, BetaPolicy(), None, env_fn=factory(False, 10), seed=seed,
-                               num_workers=num_workers, partial=partial, start_method="spawn")
+    sampler = drift_sampler(False, 10, 4, policy=BetaPolicy(), seed=seed, num_workers=num_workers, partial=partial,
+                            start_method="spawn")
     with sampler:
         # The steps each episode took (padding after its end is zero).
         return [batch.actions[batch.mask.bool()].numpy().copy() for batch in sampler.rollout(TASKS, actions=mode)]

@@ -21,9 +21,8 @@ from maml_rl.samplers.rollout.noise import actions_from_noise
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from contract_envs import echo_factory
-from naive_sampler import PlainMLP
-from sampler_envs import make_probe_env
+from helpers.contract_envs import echo_factory
+from helpers.naive_sampler import PlainMLP
 
 SEED = 11
 # The fast path needs mujoco.batch (MuJoCo >= 4); CI's MuJoCo 3.3 venv runs the other layouts, and its
@@ -252,15 +251,14 @@ def test_box_actions_outside_the_bounds_reach_the_env_unclipped():
 # -- clean-up after a worker's death ---------------------------------------
 
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
-def test_no_named_semaphore_outlives_a_dead_worker_without_a_garbage_collection(start_method):
+def test_no_named_semaphore_outlives_a_dead_worker_without_a_garbage_collection(start_method, probe_sampler):
     """Three sem.mp-* files stayed until gc.collect() (a reference cycle through the error's traceback)."""
     before = set(glob.glob("/dev/shm/sem.mp-*"))
     gc.disable()
     try:
         from maml_rl.data.baseline import LinearFeatureBaseline
 
-        sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), LinearFeatureBaseline(3),
-                                   env_fn=make_probe_env, seed=0, num_workers=2, start_method=start_method)
+        sampler = probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2, start_method=start_method)
         sampler.rollout([{"value": 0.0, "length": 5}])
         assert set(glob.glob("/dev/shm/sem.mp-*")) - before  # the workers' semaphores exist
         with pytest.raises(WorkerDiedError) as info:

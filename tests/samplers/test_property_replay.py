@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
 
-from property_envs import make_property_env, property_factory
+from helpers.property_envs import make_property_env, property_factory
 
 
 # -- the generated cases ------------------------------------------------------------------------------

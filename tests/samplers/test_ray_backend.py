@@ -32,23 +32,22 @@ from maml_rl.metalearners.sampling import sample_adapt_sample
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
 from maml_rl.samplers.backends.ray import _placement, _split
-import differential_envs
-import naive_sampler
-import naive_trials
-import sampler_envs
-from naive_sampler import UnbatchedElementwisePolicy
-from process_utils import wait_until_gone
-from sampler_envs import make_probe_env
+from helpers import ROOT, TESTS, differential_envs, naive_sampler, naive_trials, sampler_envs
+from helpers.differential_trials import SHAPES as TRIAL_SHAPES, run_shapes as run_trial_shapes
+from helpers.naive_sampler import UnbatchedElementwisePolicy
+from helpers.process_utils import wait_until_gone
+from helpers.runs import assert_same_policy, load_policy, read_metrics, run
+from helpers.scripts import train
 
-# The actors cannot import this directory's modules: the test envs travel by value,
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.processes]
+
+# The actors cannot import the tests' helpers package: the test envs travel by value,
 # as code of a user's own main script does.
 cloudpickle.register_pickle_by_value(sampler_envs)
 cloudpickle.register_pickle_by_value(naive_sampler)
 cloudpickle.register_pickle_by_value(differential_envs)
 cloudpickle.register_pickle_by_value(naive_trials)
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(TESTS)
 NODE_MEMORY = 80 * 2**20  # object store per node: small, the machine has 2 cores and little /dev/shm
 
 
@@ -124,12 +123,11 @@ def test_episodes_equal_the_local_sampler_for_one_two_three_actors(cluster, case
         assert state["num_rollouts"] == local_state["num_rollouts"]
 
 
-def test_info_values_cross_the_cluster_bit_identically(cluster):
+def test_info_values_cross_the_cluster_bit_identically(cluster, drift_sampler):
     """The env's info keys (a bool and a float) come back from the actors as they do locally."""
     def run(**kwargs):
         policy = naive_sampler.ElementwisePolicy(2, discrete=False)
-        with MultiTaskSampler(None, None, 3, policy, LinearFeatureBaseline(3), env_fn=differential_envs.factory(False, 6),
-                              seed=4, **kwargs) as sampler:
+        with drift_sampler(False, 6, 3, policy=policy, baseline=LinearFeatureBaseline(3), seed=4, **kwargs) as sampler:
             assert sampler.info_keys == ("near", "x")
             return _episodes(sampler, sampler.sample_tasks(4))
 
@@ -143,14 +141,13 @@ def test_info_values_cross_the_cluster_bit_identically(cluster):
                 assert all(torch.equal(x.infos[key], y.infos[key]) for key in x.infos)
 
 
-def test_mean_actions_cross_the_cluster_bit_identically(cluster):
+def test_mean_actions_cross_the_cluster_bit_identically(cluster, drift_sampler):
     """actions="mean" reaches the actors: their episodes equal the local ones and the naive reference's."""
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}, {"offset": 0.7, "length": 9}]
     policy = naive_sampler.ElementwisePolicy(2, discrete=False)
     results = []
     for kwargs in ({"num_workers": 0}, {"backend": "ray", "ray_actors": 3}):
-        with MultiTaskSampler(None, None, 3, policy, None, env_fn=differential_envs.factory(False, 6), seed=4,
-                              **kwargs) as sampler:
+        with drift_sampler(False, 6, 3, policy=policy, seed=4, **kwargs) as sampler:
             results.append(sampler.rollout(tasks, actions="mean"))
     reference = naive_sampler.reference_rollout(differential_envs.factory(False, 6), policy, tasks, 3, 4, 0, 6,
                                                 actions="mean")
@@ -188,14 +185,13 @@ def test_a_users_plain_policy_gives_the_local_bits_on_one_and_three_actors(clust
                     assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
 
 
-def test_a_policy_without_stacked_parameters_is_split_invariant(cluster):
+def test_a_policy_without_stacked_parameters_is_split_invariant(cluster, probe_sampler):
     # Evaluated once per task, by the actors and locally alike.
     def make():
         return UnbatchedElementwisePolicy(1, discrete=False)
 
     def run(**kwargs):
-        with MultiTaskSampler(None, None, 3, make(), LinearFeatureBaseline(3), env_fn=make_probe_env, seed=2,
-                              **kwargs) as sampler:
+        with probe_sampler(3, make(), LinearFeatureBaseline(3), seed=2, **kwargs) as sampler:
             return _episodes(sampler, sampler.sample_tasks(5))
 
     local = run(num_workers=0)
@@ -248,12 +244,11 @@ def _sleepy_tasks(num_tasks, sleep=0.05, length=6):
     return [{"value": 0.1 * k, "length": length, "sleep": sleep} for k in range(num_tasks)]
 
 
-def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster):
+def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster, probe_sampler):
     tasks = _sleepy_tasks(6)
 
     def make(**kwargs):
-        return MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1, hidden_sizes=(8,)), LinearFeatureBaseline(3),
-                                env_fn=make_probe_env, seed=5, **kwargs)
+        return probe_sampler(2, NormalMLPPolicy(3, 1, hidden_sizes=(8,)), LinearFeatureBaseline(3), seed=5, **kwargs)
 
     torch.manual_seed(0)
     with make(num_workers=0) as sampler:
@@ -280,9 +275,8 @@ def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster):
     cluster.wait_for_nodes()
 
 
-def test_every_actor_dying_raises_naming_them_and_the_next_call_starts_afresh(cluster):
-    with MultiTaskSampler(None, None, 1, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
-                          backend="ray") as sampler:
+def test_every_actor_dying_raises_naming_them_and_the_next_call_starts_afresh(cluster, probe_sampler):
+    with probe_sampler(1, backend="ray") as sampler:
         started = time.monotonic()
         with pytest.raises(WorkerDiedError, match="every Ray sampling actor has died") as info:
             sampler.rollout([{"value": 0.0, "length": 5, "kill_at": 2}] * 3)
@@ -292,13 +286,12 @@ def test_every_actor_dying_raises_naming_them_and_the_next_call_starts_afresh(cl
         assert [int(b.lengths[0]) for b in episodes] == [5, 5, 5]
 
 
-def test_a_childenv_lost_inside_a_live_actor_reruns_its_group_and_twice_is_raised(cluster, tmp_path):
+def test_a_childenv_lost_inside_a_live_actor_reruns_its_group_and_twice_is_raised(cluster, tmp_path, probe_sampler):
     marker = str(tmp_path / "killed")
     tasks = [{"value": float(k), "length": 5} for k in range(3)]
 
     def make(**kwargs):
-        return MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1, hidden_sizes=(8,)), None, env_fn=make_probe_env,
-                                seed=5, **kwargs)
+        return probe_sampler(2, NormalMLPPolicy(3, 1, hidden_sizes=(8,)), seed=5, **kwargs)
 
     torch.manual_seed(0)
     with make(num_workers=1) as sampler:  # the envs in a ChildEnv process, as in the actors
@@ -318,14 +311,12 @@ def test_a_childenv_lost_inside_a_live_actor_reruns_its_group_and_twice_is_raise
             assert torch.equal(getattr(a, name), getattr(b, name)), name
 
 
-def test_an_env_error_in_an_actor_is_the_local_worker_error(cluster):
+def test_an_env_error_in_an_actor_is_the_local_worker_error(cluster, probe_sampler):
     tasks = [{"value": 0.0, "length": 5}] * 3 + [{"value": 1.0, "length": 5, "fail": "step"}]
-    with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
-                          num_workers=0) as sampler:
+    with probe_sampler(num_workers=0) as sampler:
         with pytest.raises(WorkerError) as local:
             sampler.rollout(tasks)
-    with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
-                          backend="ray", ray_actors=2) as sampler:
+    with probe_sampler(backend="ray", ray_actors=2) as sampler:
         with pytest.raises(WorkerError) as remote:
             sampler.rollout(tasks)
         message = str(remote.value)
@@ -355,9 +346,8 @@ def _descendants(pids):
 
 
 @pytest.mark.parametrize("how", ["close", "garbage collection"])
-def test_no_actor_or_worker_process_outlives_the_sampler(cluster, how):
-    sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
-                               backend="ray", num_workers=2)
+def test_no_actor_or_worker_process_outlives_the_sampler(cluster, how, probe_sampler):
+    sampler = probe_sampler(backend="ray", num_workers=2)
     sampler.rollout([{"value": 0.0, "length": 4}] * 4)
     actors = [w["pid"] for w in sampler.rollout_backend.where]
     workers = _descendants(actors)
@@ -374,10 +364,10 @@ INTERRUPTED_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 import cloudpickle
-import sampler_envs
+from helpers import sampler_envs
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import make_probe_env
+from helpers.sampler_envs import make_probe_env
 
 cloudpickle.register_pickle_by_value(sampler_envs)
 
@@ -394,7 +384,7 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])
 def test_an_interrupted_or_killed_driver_leaves_nothing_running(cluster, signum):
-    script = INTERRUPTED_SCRIPT.format(tests=TESTS, address=cluster.address)
+    script = INTERRUPTED_SCRIPT.format(tests=str(TESTS), address=cluster.address)
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=ROOT)
     try:
@@ -450,12 +440,9 @@ def test_task_groups_follow_the_cpus_and_actors_spread_over_nodes():
 
 
 @pytest.mark.parametrize("algorithm", ["maml-trpo", "rl2-ppo"])
-def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_path, algorithm):
-    from conftest import write_small_config
-    from test_rl2 import small_rl2_config
-    from test_train import assert_same_policy, load_policy, read_metrics, run
-
-    config = write_small_config(tmp_path) if algorithm == "maml-trpo" else small_rl2_config(tmp_path)
+def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_path, algorithm, small_config,
+                                                                   small_rl2_config):
+    config = small_config(tmp_path) if algorithm == "maml-trpo" else small_rl2_config(tmp_path)
     run(config, tmp_path / "local", "--seed", "7", "--num-batches", "2")
     run(config, tmp_path / "mixed", "--seed", "7", "--num-batches", "1", "--backend", "ray",
         "--ray-address", cluster.address)
@@ -467,8 +454,6 @@ def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_p
 
 
 def test_ray_options_without_the_ray_backend_are_refused(capsys):
-    from scripts import train
-
     with pytest.raises(SystemExit):
         train.parse_args(["--ray-address", "auto"])
     assert "--ray-address need(s) --backend ray" in capsys.readouterr().err
@@ -502,12 +487,10 @@ def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_acto
 def test_ray_trials_equal_the_naive_reference_over_the_degenerate_shapes(cluster, actors, discrete):
     """The trials' differential test (one task, one trial, horizon 1, episodes ending at step 1, ...)
     against the plain-loop reference, on the cluster."""
-    from test_trials import SHAPES, run_shapes
-
-    run_shapes(discrete, SHAPES, backend="ray", ray_actors=actors)
+    run_trial_shapes(discrete, TRIAL_SHAPES, backend="ray", ray_actors=actors)
 
 
-def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster):
+def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster, probe_sampler):
     """Trials of a recurrent policy rerun on the survivors from the states the call started with."""
     from maml_rl.policies import GRUPolicy, rl2_input_size
 
@@ -517,7 +500,7 @@ def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster):
     def run(**kwargs):
         torch.manual_seed(0)
         policy = GRUPolicy(rl2_input_size(3, 1), 1, (8,), 4)
-        with MultiTaskSampler(None, None, 2, policy, env_fn=make_probe_env, seed=5, **kwargs) as sampler:
+        with probe_sampler(2, policy, seed=5, **kwargs) as sampler:
             if kwargs.get("backend") != "ray":
                 return [sampler.rollout_trials(tasks, 2, chunk=5), sampler.rollout_trials(tasks, 2, chunk=5)]
             victim = _worker_nodes(cluster)[-1]
@@ -542,17 +525,13 @@ def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster):
     cluster.wait_for_nodes()
 
 
-def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster, tmp_path):
+def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster, tmp_path, small_config):
     """train.py --seeds on Ray: the seeds' runs, trained in chunks on the worker nodes (a head with no CPUs
     here, so never on the driver's node) and written back here, equal the local runs bit for bit; a stop
     between chunks resumes, and a finished run is left as it is."""
-    from conftest import write_small_config
-    from scripts import train
-    from test_train import assert_same_policy, load_policy, read_metrics, run
-
     from maml_rl.config.loading import ConfigError
 
-    config = write_small_config(tmp_path)
+    config = small_config(tmp_path)
     run(config, tmp_path / "local", "--seeds", "4", "5", "--num-batches", "3")
 
     ray_args = ["--config", str(config), "--output-folder", str(tmp_path / "ray"), "--seeds", "4", "5",

@@ -17,7 +17,7 @@ from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from sampler_envs import ProbeEnv, make_probe_env
+from helpers.sampler_envs import ProbeEnv, make_probe_env
 
 START_METHODS = [m for m in ("fork", "forkserver", "spawn") if m in mp.get_all_start_methods()]
 

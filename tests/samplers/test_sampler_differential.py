@@ -13,72 +13,14 @@ import pytest
 import torch
 
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from differential_envs import factory
-from naive_sampler import ElementwisePolicy, UnbatchedElementwisePolicy, reference_rollout
+from helpers.differential import SHAPES, assert_equal_to, buffer_ranges, grouped_by_sampler, overlaps, storages
+from helpers.differential_envs import factory
+from helpers.naive_sampler import ElementwisePolicy, reference_rollout
+from helpers.samplers import DRIFT_SEED
 
-SEED = 11
-
-# (name, tasks, episodes per task, horizon); a task's length None varies per episode.
-SHAPES = [
-    ("one task, one episode", [{"offset": 0.3, "length": 4}], 1, 6),
-    ("one task", [{"offset": -0.2, "length": None}], 4, 6),
-    ("one episode per task", [{"offset": 0.1, "length": 2}, {"offset": 0.5, "length": None},
-                              {"offset": -0.7, "length": 9}], 1, 6),
-    ("all end at step 1", [{"offset": 0.4, "length": 1}, {"offset": -0.4, "length": 1}], 3, 6),
-    ("different ends, some at the horizon", [{"offset": 0.2, "length": None}, {"offset": -0.3, "length": 3},
-                                             {"offset": 0.9, "length": 20}], 3, 6),
-    ("one task, ends at step 1", [{"offset": 0.6, "length": 1}], 2, 6),
-    ("horizon 1", [{"offset": 0.1, "length": None}, {"offset": -0.8, "length": 5}], 2, 1),
-]
-
-
-def sampler_for(discrete, horizon, batch_size, batched=True, **kwargs):
-    policy = (ElementwisePolicy if batched else UnbatchedElementwisePolicy)(3 if discrete else 2, discrete)
-    sampler = MultiTaskSampler(None, None, batch_size, policy, None, env_fn=factory(discrete, horizon), seed=SEED,
-                               **kwargs)
-    return sampler, policy
-
-
-def assert_equal_to(batches, reference, label):
-    assert len(batches) == len(reference), label
-    for k, (got, want) in enumerate(zip(batches, reference)):
-        assert got.task == want["task"], (label, k)
-        assert torch.equal(got.lengths, want["lengths"]), (label, k, got.lengths, want["lengths"])
-        for name in ("observations", "actions", "rewards"):
-            mine = getattr(got, name)
-            assert mine.dtype == want[name].dtype, (label, k, name, mine.dtype)
-            assert torch.equal(mine, want[name]), (label, k, name)
-        assert list(got.infos) == list(want["infos"]), (label, k)
-        for key, values in want["infos"].items():
-            assert got.infos[key].dtype == torch.float64 and torch.equal(got.infos[key], values), (label, k, key)
-        if "near" in want["infos"]:
-            # Success: non-zero at some step of the episode, by hand.
-            near = want["infos"]["near"]
-            expected = [bool(near[:n, b].any()) for b, n in enumerate(want["lengths"].tolist())]
-            assert got.success("near").tolist() == expected, (label, k)
-
-
-def buffer_ranges(sampler):
-    """Address ranges of the shared trajectory buffers."""
-    views = sampler.rollout_backend.pool.views
-    return [(a.__array_interface__["data"][0], a.__array_interface__["data"][0] + a.nbytes)
-            for a in (views.observations, views.actions, views.rewards, views.infos, views.lengths)]
-
-
-def storages(batches):
-    out = []
-    for batch in batches:
-        for tensor in (batch.observations, batch.actions, batch.rewards, batch.lengths, *batch.infos.values()):
-            storage = tensor.untyped_storage()
-            out.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
-    return out
-
-
-def overlaps(a, b):
-    return a[0] < b[1] and b[0] < a[1]
+SEED = DRIFT_SEED
 
 
 def run_sequence(sampler, policy, discrete, shapes, params_for=None):
@@ -109,20 +51,13 @@ def run_sequence(sampler, policy, discrete, shapes, params_for=None):
         assert_equal_to(batches, reference, f"{label}, after writing into an earlier result")
 
 
-def grouped_by_sampler(shapes):
-    """Shapes sharing (batch size, horizon) can share one sampler: group them, keeping order."""
-    groups = {}
-    for shape in shapes:
-        groups.setdefault((shape[2], shape[3]), []).append(shape)
-    return list(groups.items())
-
-
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 @pytest.mark.parametrize("num_workers, partial", [(0, False), (1, False), (3, False), (1, True), (3, True)],
                          ids=["in-process", "1-worker", "3-workers", "1-worker-partial", "3-workers-partial"])
-def test_rollouts_equal_the_naive_reference(discrete, num_workers, partial):
+def test_rollouts_equal_the_naive_reference(discrete, num_workers, partial, drift_sampler):
     for (batch_size, horizon), shapes in grouped_by_sampler(SHAPES):
-        sampler, policy = sampler_for(discrete, horizon, batch_size, num_workers=num_workers, partial=partial)
+        sampler = drift_sampler(discrete, horizon, batch_size, num_workers=num_workers, partial=partial)
+        policy = sampler.policy
         with sampler:
             # Each shape twice in a row, so that every sampler makes at least two calls.
             run_sequence(sampler, policy, discrete, shapes + shapes)
@@ -131,7 +66,7 @@ def test_rollouts_equal_the_naive_reference(discrete, num_workers, partial):
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 @pytest.mark.parametrize("num_workers, batched", [(0, True), (3, True), (1, False)],
                          ids=["in-process", "3-workers", "task-by-task"])
-def test_per_task_parameters_equal_the_naive_reference(discrete, num_workers, batched):
+def test_per_task_parameters_equal_the_naive_reference(discrete, num_workers, batched, drift_sampler):
     """Different parameters per task take the sampler's batched policy path, or its
     task-by-task path for a policy that cannot stack parameters."""
     shapes = [shape for shape in SHAPES if shape[2] == 3]
@@ -139,15 +74,17 @@ def test_per_task_parameters_equal_the_naive_reference(discrete, num_workers, ba
     def params_for(policy, tasks):
         return [policy.perturbed(0.1 * k) if k % 2 == 0 else None for k in range(len(tasks))]
 
-    sampler, policy = sampler_for(discrete, 6, 3, batched, num_workers=num_workers)
+    sampler = drift_sampler(discrete, 6, 3, batched, num_workers=num_workers)
+    policy = sampler.policy
     with sampler:
         run_sequence(sampler, policy, discrete, shapes + shapes, params_for)
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_start_methods_equal_the_naive_reference(start_method):
+def test_start_methods_equal_the_naive_reference(start_method, drift_sampler):
     shapes = [shape for shape in SHAPES if shape[2] == 3]
-    sampler, policy = sampler_for(False, 6, 3, num_workers=2, start_method=start_method)
+    sampler = drift_sampler(False, 6, 3, num_workers=2, start_method=start_method)
+    policy = sampler.policy
     with sampler:
         run_sequence(sampler, policy, False, shapes + shapes)
 
@@ -155,11 +92,12 @@ def test_start_methods_equal_the_naive_reference(start_method):
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 @pytest.mark.parametrize("num_workers, batched", [(0, True), (2, True), (0, False)],
                          ids=["in-process", "2-workers", "task-by-task"])
-def test_sample_equals_the_naive_reference(discrete, num_workers, batched):
+def test_sample_equals_the_naive_reference(discrete, num_workers, batched, drift_sampler):
     """sample(): the train episodes under the policy's own parameters (call 0), the valid
     episodes under each task's adapted parameters (call 1), as recorded in the episodes."""
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 1}]
-    sampler, policy = sampler_for(discrete, 6, 3, batched, num_workers=num_workers)
+    sampler = drift_sampler(discrete, 6, 3, batched, num_workers=num_workers)
+    policy = sampler.policy
     sampler.baseline = LinearFeatureBaseline(3)
     with sampler:
         train, valid = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.3)
@@ -187,12 +125,14 @@ def test_the_reference_is_not_trivially_equal():
     assert lengths.min() < lengths.max() == 6  # episodes end at different steps, some at the horizon
 
 
-def test_partial_mode_survives_many_calls_in_a_row():
+@pytest.mark.slow
+def test_partial_mode_survives_many_calls_in_a_row(drift_sampler):
     """Partial gathering once drained its semaphore while a worker was between setting its
     flag and releasing: the stale count later stepped a worker twice or let a command run
     ahead of the previous one (IndexError, or seeds read from the tasks' payload)."""
     tasks = [{"offset": 0.1 * k, "length": None} for k in range(3)]
-    sampler, policy = sampler_for(False, 3, 1, num_workers=3, partial=True)
+    sampler = drift_sampler(False, 3, 1, num_workers=3, partial=True)
+    policy = sampler.policy
     with sampler:
         for call in range(3000):
             batches = sampler.rollout(tasks[: 1 + call % 3])

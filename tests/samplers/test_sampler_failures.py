@@ -8,31 +8,22 @@ import sys
 import textwrap
 import time
 import weakref
-from pathlib import Path
 
 import pytest
 
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.policies import NormalMLPPolicy
-from maml_rl.samplers import MultiTaskSampler, SamplerClosedError, WorkerDiedError, WorkerError
+from maml_rl.samplers import SamplerClosedError, WorkerDiedError, WorkerError
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from sampler_envs import make_probe_env
-from process_utils import SAMPLING_SCRIPT, is_running, wait_or_explain, wait_until_gone
+from helpers import ROOT, TESTS
+from helpers.process_utils import SAMPLING_SCRIPT, is_running, wait_or_explain, wait_until_gone
 
-TESTS_DIR = Path(__file__).parent
-REPO_DIR = TESTS_DIR.parent
-
-
-def probe_sampler(**kwargs):
-    kwargs.setdefault("num_workers", 2)
-    policy, baseline = NormalMLPPolicy(3, 1), LinearFeatureBaseline(3)
-    return MultiTaskSampler(None, None, 2, policy, baseline, env_fn=make_probe_env, seed=0, **kwargs)
+pytestmark = pytest.mark.processes
 
 
 @pytest.mark.parametrize("where", ["step", "reset_task"])
-def test_env_exception_raises_with_traceback_slot_and_task(where):
-    sampler = probe_sampler()
+def test_env_exception_raises_with_traceback_slot_and_task(where, probe_sampler):
+    sampler = probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2)
     sampler.rollout([{"value": 0.0, "length": 5}] * 2)
     pids = sampler.worker_pids
     tasks = [{"value": 0.0, "length": 5}, {"value": 1.0, "length": 5, "fail": where}]
@@ -49,15 +40,15 @@ def test_env_exception_raises_with_traceback_slot_and_task(where):
     sampler.close()
 
 
-def test_env_exception_in_process_mode():
-    with probe_sampler(num_workers=0) as sampler:
+def test_env_exception_in_process_mode(probe_sampler):
+    with probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=0) as sampler:
         with pytest.raises(WorkerError, match="slot 2.*told to fail in step"):
             sampler.rollout([{"value": 0.0, "length": 5}, {"value": 1.0, "length": 5, "fail": "step"}])
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
-def test_killed_worker_is_noticed(start_method):
-    sampler = probe_sampler(start_method=start_method)
+def test_killed_worker_is_noticed(start_method, probe_sampler):
+    sampler = probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2, start_method=start_method)
     sampler.rollout([{"value": 0.0, "length": 5}])
     pids = sampler.worker_pids
     start = time.monotonic()
@@ -70,8 +61,8 @@ def test_killed_worker_is_noticed(start_method):
         sampler.rollout([{"value": 0.0, "length": 5}])
 
 
-def test_workers_end_when_sampler_is_garbage_collected():
-    sampler = probe_sampler()
+def test_workers_end_when_sampler_is_garbage_collected(probe_sampler):
+    sampler = probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2)
     sampler.rollout([{"value": 0.0, "length": 3}])
     pids = sampler.worker_pids
     buffers = weakref.ref(sampler.rollout_backend.pool.buffers.observations)
@@ -81,8 +72,8 @@ def test_workers_end_when_sampler_is_garbage_collected():
     assert buffers() is None
 
 
-def test_close_is_idempotent_and_releases_buffers():
-    with probe_sampler() as sampler:
+def test_close_is_idempotent_and_releases_buffers(probe_sampler):
+    with probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2) as sampler:
         sampler.rollout([{"value": 0.0, "length": 3}])
         pids = sampler.worker_pids
         buffers = weakref.ref(sampler.rollout_backend.pool.buffers.observations)
@@ -95,8 +86,9 @@ def open_fds():
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_many_calls_leak_no_fds_or_processes():
-    with probe_sampler() as sampler:
+@pytest.mark.slow
+def test_many_calls_leak_no_fds_or_processes(probe_sampler):
+    with probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2) as sampler:
         tasks = [{"value": 0.5, "length": 3}, {"value": -0.5, "length": 4}]
         sample_adapt_sample(sampler, tasks, num_steps=1)
         fds, pids = open_fds(), sampler.worker_pids
@@ -106,13 +98,14 @@ def test_many_calls_leak_no_fds_or_processes():
         assert sampler.worker_pids == pids and all(is_running(pid) for pid in pids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_signal_while_sampling_exits_without_orphans(tmp_path, signum, start_method):
     script = tmp_path / "sample_forever.py"
-    script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS_DIR), start_method=start_method))
+    script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS), start_method=start_method))
     process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=REPO_DIR)
+                               cwd=ROOT)
     try:
         pids = [int(pid) for pid in process.stdout.readline().split()]
         assert len(pids) == 2, process.stderr.read()
@@ -129,10 +122,10 @@ def test_signal_while_sampling_exits_without_orphans(tmp_path, signum, start_met
 def test_a_script_that_does_not_exit_is_reported_with_its_stacks(tmp_path):
     """What the test above reports on a hang, shown on a sampling script that ignores SIGINT."""
     script = tmp_path / "deaf.py"
-    script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS_DIR), start_method="fork").replace(
+    script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS), start_method="fork").replace(
         'if __name__ == "__main__":', 'signal.signal(signal.SIGINT, signal.SIG_IGN)\nif __name__ == "__main__":'))
     process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=REPO_DIR)
+                               cwd=ROOT)
     try:
         pids = [int(pid) for pid in process.stdout.readline().split()]
         assert len(pids) == 2, process.stderr.read()
@@ -149,6 +142,7 @@ def test_a_script_that_does_not_exit_is_reported_with_its_stacks(tmp_path):
     assert wait_until_gone(pids) == []  # the workers notice that the script is gone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
 def test_script_without_main_guard_runs(tmp_path, start_method):
     """The workers do not run the main module again (the env factory travels
@@ -157,29 +151,29 @@ def test_script_without_main_guard_runs(tmp_path, start_method):
     script = tmp_path / "no_guard.py"
     script.write_text(textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(TESTS_DIR)!r})
+        sys.path.insert(0, {str(TESTS)!r})
         from maml_rl.policies import NormalMLPPolicy
         from maml_rl.samplers import MultiTaskSampler
-        from sampler_envs import make_probe_env
+        from helpers.sampler_envs import make_probe_env
 
         sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env,
                                    num_workers=1, start_method={start_method!r})
         print(len(sampler.rollout([{{"value": 0.0, "length": 3}}])))
     """))
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=REPO_DIR)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "1\n"
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
-def test_interrupted_command_ends_the_workers_promptly(monkeypatch, start_method):
+def test_interrupted_command_ends_the_workers_promptly(monkeypatch, start_method, probe_sampler):
     """Ctrl-C between waking a worker for a command and sending its payload left
     the worker waiting for the payload, deaf to CLOSE: each such worker cost
     the 2 s join timeout, then a SIGTERM (a shutdown past 10 s was seen under
     load). The worker now sees CLOSE while it waits, and ends by itself."""
     from maml_rl.samplers.workers import pools
 
-    sampler = probe_sampler(start_method=start_method)
+    sampler = probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2, start_method=start_method)
     tasks = [{"value": 0.0, "length": 3}] * 2
     sampler.rollout(tasks)
     pids = sampler.worker_pids

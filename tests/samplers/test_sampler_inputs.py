@@ -16,7 +16,7 @@ from maml_rl.samplers import EnvOutputError, InsufficientMemoryError, MultiTaskS
 from maml_rl.samplers.workers import memory
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from bad_envs import BadOutputEnv, NoTimeLimitEnv, make_bad_output_env
+from helpers.bad_envs import BadOutputEnv, NoTimeLimitEnv, make_bad_output_env
 
 GOOD = {}
 

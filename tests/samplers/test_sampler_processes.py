@@ -16,19 +16,16 @@ import threading
 import time
 import uuid
 import warnings
-from pathlib import Path
 
 import pytest
 
-from maml_rl.policies import NormalMLPPolicy
-from maml_rl.samplers import MultiTaskSampler
 from maml_rl.samplers.workers import processes
 
-from sampler_envs import make_probe_env
-from process_utils import SAMPLING_SCRIPT, is_running, wait_until_gone
+from helpers import ROOT, TESTS
+from helpers.process_utils import SAMPLING_SCRIPT, is_running, wait_until_gone
 
-TESTS_DIR = Path(__file__).parent
-REPO_DIR = TESTS_DIR.parent
+pytestmark = pytest.mark.processes
+
 TIMEOUT = 60
 MARKER = "MAML_RL_TEST_SCRIPT"
 
@@ -95,7 +92,7 @@ class Script:
     stderr gathered in the background as it comes (progress bars end their
     lines with a bare carriage return, which line reading would hold back)."""
 
-    def __init__(self, args, new_session=False, cwd=REPO_DIR):
+    def __init__(self, args, new_session=False, cwd=ROOT):
         # Inherited by every process the script starts, even one orphaned later.
         self.marker = f"{MARKER}={uuid.uuid4().hex}".encode()
         self.process = subprocess.Popen(
@@ -161,7 +158,7 @@ class Script:
 
 def start_train(tmp_path, new_session=False):
     output = tmp_path / "run"
-    script = Script([REPO_DIR / "train.py", "--output-folder", output, *TRAIN_ARGS], new_session=new_session)
+    script = Script([ROOT / "train.py", "--output-folder", output, *TRAIN_ARGS], new_session=new_session)
     return script, output / "metrics.jsonl"
 
 
@@ -188,7 +185,7 @@ import os, sys
 sys.path.insert(0, {tests!r})
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import make_probe_env
+from helpers.sampler_envs import make_probe_env
 
 
 def rss_mb(pid):
@@ -206,10 +203,11 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_workers_import_no_torch_when_the_main_module_does(tmp_path, start_method):
     script_path = tmp_path / "torch_first.py"
-    script_path.write_text(TORCH_SCRIPT.format(tests=str(TESTS_DIR), start_method=start_method))
+    script_path.write_text(TORCH_SCRIPT.format(tests=str(TESTS), start_method=start_method))
     script = Script([script_path])
     torch_loaded = [int(flag) for flag in script.line().split()]
     assert script.wait() == 0, script.stderr()
@@ -229,7 +227,7 @@ import numpy as np
 sys.path.insert(0, {tests!r})
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import ProbeEnv
+from helpers.sampler_envs import ProbeEnv
 
 
 @dataclasses.dataclass
@@ -266,12 +264,13 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
 def test_env_and_tasks_defined_in_the_main_module(tmp_path, start_method):
     """cloudpickle sends the factory, the env class and the tasks by value:
     the workers build the env without running the main module again."""
     script_path = tmp_path / "main_env.py"
-    script_path.write_text(MAIN_ENV_SCRIPT.format(tests=str(TESTS_DIR), start_method=start_method))
+    script_path.write_text(MAIN_ENV_SCRIPT.format(tests=str(TESTS), start_method=start_method))
     script = Script([script_path])
     rows = [[float(x) for x in script.line().split()] for _ in range(2)]
     assert script.wait() == 0, script.stderr()
@@ -286,7 +285,7 @@ import gymnasium as gym
 sys.path.insert(0, {tests!r})
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import ProbeEnv
+from helpers.sampler_envs import ProbeEnv
 
 gym.register("MainRegisteredProbe-v0", entry_point=ProbeEnv, max_episode_steps=4)
 {body}
@@ -300,26 +299,28 @@ def run():
 """
 
 
+@pytest.mark.slow
 def test_env_registered_in_the_main_module_makes_workers_import_it(tmp_path):
     """A factory that needs the main module (an env id registered there) still
     works: a worker that cannot build its envs imports the main module and
     tries again."""
     script_path = tmp_path / "registered.py"
     body = REGISTERED_IN_MAIN_BODY + '\nif __name__ == "__main__":\n    run()\n'
-    script_path.write_text(REGISTERED_IN_MAIN_SCRIPT.format(tests=str(TESTS_DIR), body=body))
+    script_path.write_text(REGISTERED_IN_MAIN_SCRIPT.format(tests=str(TESTS), body=body))
     script = Script([script_path])
     assert script.line() == "1"
     assert script.wait() == 0, script.stderr()
 
 
+@pytest.mark.slow
 def test_missing_main_guard_needed_by_the_envs_is_explained(tmp_path):
     """Without the guard, the worker importing the main module for its envs
     would run the script again; it fails and the error says why."""
     script_path = tmp_path / "registered_no_guard.py"
     body = REGISTERED_IN_MAIN_BODY + "\nrun()\n"
-    script_path.write_text(REGISTERED_IN_MAIN_SCRIPT.format(tests=str(TESTS_DIR), body=body))
+    script_path.write_text(REGISTERED_IN_MAIN_SCRIPT.format(tests=str(TESTS), body=body))
     result = subprocess.run([sys.executable, str(script_path)], capture_output=True, text=True, timeout=TIMEOUT,
-                            cwd=REPO_DIR)
+                            cwd=ROOT)
     assert result.returncode != 0
     assert "WorkerError" in result.stderr and 'if __name__ == "__main__":' in result.stderr, result.stderr
     assert "MainRegisteredProbe" in result.stderr  # the first error, the one that made it import the module
@@ -328,6 +329,7 @@ def test_missing_main_guard_needed_by_the_envs_is_explained(tmp_path):
 # -- 2. Ctrl-C twice -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_quick_double_ctrl_c_in_train_py(tmp_path):
     """Twice Ctrl-C while the first iteration starts its workers: one message,
     no traceback from a finalizer, nothing left behind."""
@@ -357,7 +359,7 @@ import gymnasium as gym
 sys.path.insert(0, {tests!r})
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import ProbeEnv
+from helpers.sampler_envs import ProbeEnv
 
 
 class SlowEnv(ProbeEnv):
@@ -375,13 +377,14 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
 def test_second_ctrl_c_during_shutdown_does_not_abandon_it(tmp_path, start_method):
     """The first Ctrl-C ends the workers; the worker is busy in a long step, so
     that takes a while, and the second Ctrl-C comes meanwhile: it must neither
     abandon the shutdown nor add a second traceback."""
     script_path = tmp_path / "slow_step.py"
-    script_path.write_text(SLOW_STEP_SCRIPT.format(tests=str(TESTS_DIR), start_method=start_method))
+    script_path.write_text(SLOW_STEP_SCRIPT.format(tests=str(TESTS), start_method=start_method))
     script = Script([script_path], new_session=True)
     workers = [int(pid) for pid in script.line().split()]
     time.sleep(1.0)  # the worker is in its long step
@@ -407,7 +410,7 @@ import gymnasium as gym
 sys.path.insert(0, {tests!r})
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from sampler_envs import ProbeEnv
+from helpers.sampler_envs import ProbeEnv
 
 
 class SlowStartEnv(ProbeEnv):
@@ -429,12 +432,13 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_workers_start_ends_them_at_once(tmp_path):
     """Workers interrupted while they start are ended by the interrupted call,
     not by a finalizer at some later garbage collection (where a second
     Ctrl-C printed "Exception ignored in: <finalize object>")."""
     script_path = tmp_path / "slow_start.py"
-    script_path.write_text(SLOW_START_SCRIPT.format(tests=str(TESTS_DIR)))
+    script_path.write_text(SLOW_START_SCRIPT.format(tests=str(TESTS)))
     script = Script([script_path], new_session=True)
     try:
         assert script.line() == "starting"
@@ -457,6 +461,7 @@ def test_ctrl_c_while_workers_start_ends_them_at_once(tmp_path):
 # -- 3. SIGTERM and SIGHUP -----------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_train_py_ends_cleanly_on_sigterm_and_sighup(tmp_path, signum):
     """SIGTERM to train.py, or SIGHUP to its whole process group (what a
@@ -477,13 +482,14 @@ def test_train_py_ends_cleanly_on_sigterm_and_sighup(tmp_path, signum):
     assert leftover_semaphores(names) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_hangup_of_a_script_without_handlers_leaves_nothing(tmp_path, start_method):
     """A script that does not handle SIGHUP dies of it with its terminal. Its
     workers, which ignore SIGHUP, notice and exit; the resource tracker,
     which the sampler starts immune to SIGHUP, unlinks the semaphores."""
     script_path = tmp_path / "sample_forever.py"
-    script_path.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS_DIR), start_method=start_method))
+    script_path.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS), start_method=start_method))
     script = Script([script_path], new_session=True)
     workers = [int(pid) for pid in script.line().split()]
     time.sleep(0.3)  # mid-rollout
@@ -499,18 +505,13 @@ def test_hangup_of_a_script_without_handlers_leaves_nothing(tmp_path, start_meth
 # -- 4. more workers than CPUs -------------------------------------------------
 
 
-def probe_sampler(num_workers):
-    return MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=make_probe_env, seed=0,
-                            num_workers=num_workers, start_method="fork")
-
-
-def test_more_than_twice_as_many_workers_as_cpus_warns(monkeypatch):
+def test_more_than_twice_as_many_workers_as_cpus_warns(monkeypatch, probe_sampler):
     monkeypatch.setattr(processes, "usable_cpus", lambda: 1)
-    with probe_sampler(3) as sampler:
+    with probe_sampler(num_workers=3, start_method="fork") as sampler:
         with pytest.warns(RuntimeWarning, match=r"3 env worker processes for 1 usable CPU.*slows down") as record:
             sampler.rollout([{"value": 0.0, "length": 2}] * 2)
     assert record[0].filename == __file__  # points at the call that started the workers
-    with probe_sampler(2) as sampler, warnings.catch_warnings():
+    with probe_sampler(num_workers=2, start_method="fork") as sampler, warnings.catch_warnings():
         warnings.simplefilter("error")
         sampler.rollout([{"value": 0.0, "length": 2}] * 2)
 

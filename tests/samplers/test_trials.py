@@ -11,73 +11,15 @@ import torch
 from maml_rl.policies.recurrent import GRUPolicy, rl2_input_size, rl2_inputs
 from maml_rl.samplers import InsufficientMemoryError, MultiTaskSampler, PolicyOutputError
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
-from maml_rl.data.trials import TrialBatch, stack_start
+from maml_rl.data.trials import stack_start
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from differential_envs import factory
-from naive_sampler import ElementwisePolicy
-from naive_trials import CountingRecurrentPolicy, TaskByTaskRecurrentPolicy, reference_trials
-
-SEED = 5
-OBS, ACT, CATEGORIES = 3, 2, 3
-
-# label, tasks, trials per task, horizon, episodes per trial
-SHAPES = [
-    ("one task, one trial, one episode", [{"offset": 0.3, "length": 4}], 1, 6, 1),
-    ("one task, one trial", [{"offset": -0.2, "length": None}], 1, 6, 3),
-    ("episodes of different lengths", [{"offset": 0.1, "length": None}, {"offset": 0.5, "length": 9}], 2, 6, 3),
-    ("all episodes end at step 1", [{"offset": 0.4, "length": 1}, {"offset": -0.4, "length": 1}], 3, 6, 4),
-    ("horizon 1", [{"offset": 0.1, "length": None}, {"offset": -0.8, "length": 5}], 2, 1, 3),
-    ("one trial per task", [{"offset": 0.2, "length": 2}, {"offset": -0.3, "length": None},
-                            {"offset": 0.9, "length": 20}], 1, 6, 2),
-]
-
-
-def recurrent_policy(discrete, batched=True, rl2=True):
-    action_size = CATEGORIES if discrete else ACT
-    width = rl2_input_size(OBS, action_size) if rl2 else OBS
-    cls = CountingRecurrentPolicy if batched else TaskByTaskRecurrentPolicy
-    return cls(width, action_size, discrete)
-
-
-def assert_trials_equal(batches, reference, label, chunk=None):
-    assert len(batches) == len(reference), label
-    for k, (got, want) in enumerate(zip(batches, reference)):
-        assert isinstance(got, TrialBatch)
-        assert got.task == want["task"], (label, k)
-        assert torch.equal(got.lengths, want["lengths"]), (label, k, got.lengths, want["lengths"])
-        for name in ("observations", "actions", "rewards", "dones", "log_probs"):
-            mine = getattr(got, name)
-            assert mine.dtype == want[name].dtype, (label, k, name, mine.dtype, want[name].dtype)
-            assert torch.equal(mine, want[name]), (label, k, name)
-        assert torch.equal(got.final_state, want["final_state"]), (label, k)
-        if chunk:
-            for c in range(got.chunk_states.shape[0]):
-                t = c * chunk
-                for b, n in enumerate(want["lengths"].tolist()):
-                    if t < n:
-                        assert torch.equal(got.chunk_states[c, b], want["states"][t, b]), (label, k, c, b)
-
-
-def run_shapes(discrete, shapes, batched=True, chunk=2, actions="sample", **kwargs):
-    by_sampler = {}
-    for shape in shapes:
-        by_sampler.setdefault((shape[2], shape[3]), []).append(shape)
-    for (batch_size, horizon), group in by_sampler.items():
-        policy = recurrent_policy(discrete, batched)
-        with MultiTaskSampler(None, None, batch_size, policy, env_fn=factory(discrete, horizon), seed=SEED,
-                              **kwargs) as sampler:
-            results = []
-            # Each shape twice in a row: two calls on one sampler.
-            for call, (label, tasks, _, _, episodes) in enumerate(group + group):
-                batches = sampler.rollout_trials(tasks, episodes, reward_scale=0.1, chunk=chunk, actions=actions)
-                reference = reference_trials(factory(discrete, horizon), policy, tasks, batch_size, SEED, call,
-                                             horizon, episodes, reward_scale=0.1, mean=actions == "mean")
-                assert_trials_equal(batches, reference, label, chunk)
-                results.append((batches, reference, label))
-            for batches, reference, label in results:
-                assert_trials_equal(batches, reference, f"{label}, after the later calls", chunk)
-
+from helpers import ROOT
+from helpers.differential_envs import factory
+from helpers.differential_trials import (ACT, CATEGORIES, OBS, SEED, SHAPES, assert_trials_equal, recurrent_policy,
+                                         run_shapes)
+from helpers.naive_sampler import ElementwisePolicy
+from helpers.naive_trials import CountingRecurrentPolicy, reference_trials
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 @pytest.mark.parametrize("num_workers, partial", [(0, False), (3, False), (3, True)],
@@ -101,12 +43,12 @@ def test_a_policy_stepped_task_by_task_gives_the_reference_trials(discrete):
     run_shapes(discrete, SHAPES[2:4], batched=False, num_workers=2, partial=True)
 
 
-def test_the_state_is_carried_across_resets_and_reset_between_trials():
+def test_the_state_is_carried_across_resets_and_reset_between_trials(drift_sampler):
     """The counting entry of the state is the step within the trial at every
     step (never reset at an episode's end) and starts at 0 in every trial."""
     tasks = [{"offset": 0.1, "length": 2}, {"offset": -0.3, "length": None}]
     policy = recurrent_policy(False)
-    with MultiTaskSampler(None, None, 3, policy, env_fn=factory(False, 5), seed=1, num_workers=2) as sampler:
+    with drift_sampler(False, 5, 3, policy=policy, seed=1, num_workers=2) as sampler:
         for _ in range(2):
             batches = sampler.rollout_trials(tasks, 4, chunk=1)
             for batch in batches:
@@ -119,7 +61,7 @@ def test_the_state_is_carried_across_resets_and_reset_between_trials():
 
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
-def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete):
+def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete, drift_sampler):
     tasks = [{"offset": 0.2, "length": None}]
     policy = recurrent_policy(discrete)
     width = CATEGORIES if discrete else ACT
@@ -131,7 +73,7 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete):
         return step(inputs, state)
 
     policy.step = spy
-    with MultiTaskSampler(None, None, 2, policy, env_fn=factory(discrete, 4), seed=3, num_workers=0) as sampler:
+    with drift_sampler(discrete, 4, 2, policy=policy, seed=3, num_workers=0) as sampler:
         batch = sampler.rollout_trials(tasks, 3, reward_scale=0.5)[0]
     assert seen[0].shape[0] == 1  # the construction probe, one zero input
     seen = seen[1:]
@@ -159,12 +101,12 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete):
     assert torch.equal(batch.policy_inputs(), batch.policy_inputs(0.5))
 
 
-def test_one_episode_trials_of_a_feed_forward_policy_are_rollout_episodes():
+def test_one_episode_trials_of_a_feed_forward_policy_are_rollout_episodes(drift_sampler):
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}]
     results = []
     for method in ("rollout", "rollout_trials"):
         policy = ElementwisePolicy(ACT, False)
-        with MultiTaskSampler(None, None, 3, policy, env_fn=factory(False, 6), seed=9, num_workers=2) as sampler:
+        with drift_sampler(False, 6, 3, policy=policy, seed=9, num_workers=2) as sampler:
             call = getattr(sampler, method)
             results.append([call(tasks) if method == "rollout" else call(tasks, 1) for _ in range(2)])
     for a, b in zip(*results):
@@ -173,10 +115,9 @@ def test_one_episode_trials_of_a_feed_forward_policy_are_rollout_episodes():
                 assert torch.equal(getattr(x, name), getattr(y, name)), name
 
 
-def test_feed_forward_trials_run_several_episodes_per_slot():
+def test_feed_forward_trials_run_several_episodes_per_slot(drift_sampler):
     tasks = [{"offset": 0.2, "length": 2}]
-    with MultiTaskSampler(None, None, 2, ElementwisePolicy(ACT, False), env_fn=factory(False, 6), seed=9,
-                          num_workers=0) as sampler:
+    with drift_sampler(False, 6, 2, policy=ElementwisePolicy(ACT, False), seed=9, num_workers=0) as sampler:
         batch = sampler.rollout_trials(tasks, 3)[0]
     assert batch.lengths.tolist() == [6, 6] and batch.episodes_done.tolist() == [3, 3]
     assert batch.log_probs is None and batch.final_state is None
@@ -185,11 +126,11 @@ def test_feed_forward_trials_run_several_episodes_per_slot():
     assert torch.allclose(returns.sum(0), batch.rewards.sum(0).double())
 
 
-def test_a_continued_trial_equals_the_reference_started_there():
+def test_a_continued_trial_equals_the_reference_started_there(drift_sampler):
     """Meta-World's protocol: evaluation episodes restart from the state after adaptation."""
     tasks = [{"offset": 0.1, "length": None}, {"offset": 0.5, "length": 3}]
     policy = recurrent_policy(False)
-    with MultiTaskSampler(None, None, 2, policy, env_fn=factory(False, 5), seed=SEED, num_workers=2) as sampler:
+    with drift_sampler(False, 5, 2, policy=policy, seed=SEED, num_workers=2) as sampler:
         adapted = sampler.rollout_trials(tasks, 3)
         start = stack_start(adapted)
         first = sampler.rollout_trials(tasks, 1, start=start)
@@ -240,11 +181,10 @@ def test_rl2_inputs_by_hand():
     assert x.tolist() == [[1.0, 2.0, 0.0, 0.0, 1.0, 1.5, 1.0]]
 
 
-def test_misuse_is_refused_with_what_to_do():
+def test_misuse_is_refused_with_what_to_do(drift_sampler):
     recurrent = recurrent_policy(False)
-    env_fn = factory(False, 4)
     tasks = [{"offset": 0.1, "length": 2}]
-    with MultiTaskSampler(None, None, 2, recurrent, env_fn=env_fn, seed=0, num_workers=0) as sampler:
+    with drift_sampler(False, 4, 2, policy=recurrent, seed=0, num_workers=0) as sampler:
         with pytest.raises(TypeError, match="is recurrent.*rollout_trials"):
             sampler.rollout(tasks)
         with pytest.raises(TypeError, match="is recurrent"):
@@ -262,15 +202,14 @@ def test_misuse_is_refused_with_what_to_do():
             sampler.rollout_trials(tasks, 1, params={})
         # The sampler still works after the refusals.
         assert sampler.rollout_trials(tasks, 2)[0].episodes_done.tolist() == [2, 2]
-    with MultiTaskSampler(None, None, 2, ElementwisePolicy(ACT, False), env_fn=env_fn, seed=0,
-                          num_workers=0) as sampler:
+    with drift_sampler(False, 4, 2, policy=ElementwisePolicy(ACT, False), seed=0, num_workers=0) as sampler:
         with pytest.raises(ValueError, match="this policy is feed-forward"):
             sampler.rollout_trials(tasks, 1, start={"state": 0})
         with pytest.raises(ValueError, match="not sampled by a recurrent policy"):
             sampler.rollout_trials(tasks, 1)[0].end_points()
 
 
-def test_policies_off_the_protocol_are_refused_naming_the_cause():
+def test_policies_off_the_protocol_are_refused_naming_the_cause(drift_sampler):
     tasks = [{"offset": 0.1, "length": 2}]
 
     class NoDevice(CountingRecurrentPolicy):
@@ -297,31 +236,31 @@ def test_policies_off_the_protocol_are_refused_naming_the_cause():
     for policy, error, match in ((NoDevice(width, ACT, False), TypeError, r"initial_state\(self, n, device=None\)"),
                                  (Float64State(width, ACT, False), PolicyOutputError, "torch.float64.*float32"),
                                  (NotAModule(), TypeError, "not a torch.nn.Module")):
-        with MultiTaskSampler(None, None, 2, policy, env_fn=factory(False, 4), seed=0, num_workers=0) as sampler:
+        with drift_sampler(False, 4, 2, policy=policy, seed=0, num_workers=0) as sampler:
             with pytest.raises(error, match=match) as info:
                 sampler.rollout_trials(tasks, 2)
             assert "input_size" not in str(info.value)  # not blamed on the input's width
 
 
-def test_long_trials_that_cannot_fit_are_refused_with_the_figures(monkeypatch):
+def test_long_trials_that_cannot_fit_are_refused_with_the_figures(monkeypatch, drift_sampler):
     from maml_rl.samplers.workers import memory
 
     monkeypatch.setattr(memory, "available_memory", lambda: 64 * 2**20)
     policy = GRUPolicy(rl2_input_size(OBS, ACT), ACT, (8,), 256)
-    with MultiTaskSampler(None, None, 10, policy, env_fn=factory(False, 500), seed=0, num_workers=0) as sampler:
+    with drift_sampler(False, 500, 10, policy=policy, seed=0, num_workers=0) as sampler:
         with pytest.raises(InsufficientMemoryError, match="trials of 10 episodes") as info:
             sampler.rollout_trials([{"offset": 0.0, "length": None}] * 20, 10, chunk=250)
         assert "GB of memory" in str(info.value)
 
 
-def test_a_reused_pool_is_checked_again_for_more_recorded_states(monkeypatch):
+def test_a_reused_pool_is_checked_again_for_more_recorded_states(monkeypatch, drift_sampler):
     """The env pool is kept between calls; a later call that records more (a shorter
     BPTT chunk) is checked before it allocates, not only the call that built the pool."""
     from maml_rl.samplers.workers import memory
 
     policy = GRUPolicy(rl2_input_size(OBS, ACT), ACT, (8,), 256)
     tasks = [{"offset": 0.0, "length": None}] * 4
-    with MultiTaskSampler(None, None, 4, policy, env_fn=factory(False, 50), seed=0, num_workers=0) as sampler:
+    with drift_sampler(False, 50, 4, policy=policy, seed=0, num_workers=0) as sampler:
         sampler.rollout_trials(tasks, 4, chunk=100)  # 16 slots x 2 chunk states: ~80 KB; the pool is built
         # 4 MiB available: a state recorded at every step (~3.3 MB, twice with its copy) does not fit.
         monkeypatch.setattr(memory, "available_memory", lambda: 4 * 2**20)
@@ -332,9 +271,7 @@ def test_a_reused_pool_is_checked_again_for_more_recorded_states(monkeypatch):
 
 def test_the_documented_recurrent_policy_example_runs(capsys):
     """docs/sampler.md's example of a user's own recurrent policy, run as written."""
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parent.parent / "docs" / "sampler.md").read_text()
+    text = (ROOT / "docs" / "sampler.md").read_text()
     code = text.split("<!-- recurrent-example -->\n```python\n", 1)[1].split("```", 1)[0]
     assert len(code.strip().splitlines()) <= 20
     exec(compile(code, "docs/sampler.md", "exec"), {"__name__": "__main__"})

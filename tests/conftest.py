@@ -14,11 +14,12 @@ Fixtures:
 * ``small_config``: ``small_config(folder, name="small.yaml", **changes) -> Path`` writes a 2D navigation
   config shrunk to a fraction of a second per iteration (``small_config.values``) with ``changes``;
   ``small_rl2_config(folder, **changes)`` the same for RL²-PPO;
-* ``probe_sampler``, ``drift_sampler``: the samplers of ``helpers.samplers``;
-* ``hand_episodes``: ``BatchEpisodes`` built by hand (``helpers.episodes``).
+* ``probe_sampler``, ``drift_sampler``: the samplers several files build alike (``helpers.samplers``).
 
-Shared code that is not a fixture (test envs, naive references, scripts) is in ``helpers/``: test
-files import it as ``helpers.<module>``, which works because this file's folder is on ``sys.path``.
+Shared code that is not a fixture is in ``helpers/`` (test envs, naive references, ``BatchEpisodes``
+built by hand in ``helpers.episodes``, train.py runs in ``helpers.runs``...): test files import it as
+``helpers.<module>``, which works because this file's folder is on ``sys.path``. No test file imports
+this file or another test file.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from helpers import ROOT
 pytestmark = pytest.mark.processes
 
 
-
 def python_blocks(relative_path: str):
     """The ```python blocks of a markdown file that are meant to run: those with a main guard
     (the others show signatures or fragments)."""

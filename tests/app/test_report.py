@@ -21,9 +21,9 @@ from maml_rl.config.loading import ConfigError
 from maml_rl.app.reports import Run, compare, curves, summarise
 from maml_rl.app.results import SETTINGS
 
+from helpers import ROOT
 from helpers.scripts import evaluate as test_script
 from helpers.scripts import load_script, train
-from helpers import ROOT
 
 report = load_script("report")
 
@@ -128,8 +128,7 @@ def test_curves_follow_the_common_length():
 @pytest.mark.processes
 def test_seeds_then_test_then_report_on_real_runs(tmp_path, small_config):
     for algorithm, extra in (("maml-trpo", {}), ("promp", {"outer-steps": 2})):
-        config = small_config(tmp_path, f"{algorithm}.yaml", **{"algorithm": algorithm, "num-batches": 2},
-                                    **extra)
+        config = small_config(tmp_path, f"{algorithm}.yaml", **{"algorithm": algorithm, "num-batches": 2}, **extra)
         train.main(["--config", str(config), "--output-folder", str(tmp_path / algorithm), "--num-workers", "0",
                     "--seeds", "1", "2"])
         for seed in (1, 2):

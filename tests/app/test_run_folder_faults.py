@@ -33,6 +33,7 @@ else:
     pytest.importorskip("rliable")  # report.py's figures need it
 
 from maml_rl.config.loading import ConfigError
+
 from helpers.scripts import evaluate, load_script, train
 
 report = load_script("report")

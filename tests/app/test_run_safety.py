@@ -229,7 +229,8 @@ def test_a_lost_metrics_file_does_not_change_the_windowed_metrics(reference, tmp
     assert_same_policy(load_policy(folder), load_policy(reference))
 
 
-def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(reference, tmp_path, capsys, write_config):
+def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(reference, tmp_path, capsys,
+                                                                                write_config):
     """A checkpoint written before it kept the monitors' state still resumes: the windowed metrics are
     replayed from metrics.jsonl, which, complete, gives the uninterrupted run's values."""
     from maml_rl.app.runs.checkpoints import read_checkpoint

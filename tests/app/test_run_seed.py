@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.scripts import train
 from helpers import ROOT
+from helpers.scripts import train
 
 ALGORITHMS = {
     "maml-trpo": {},

@@ -34,7 +34,7 @@ def test_replay_continues_as_an_uninterrupted_monitor():
 
 def test_a_promp_run_whose_limit_undoes_every_step_is_flagged_across_a_resume(tmp_path, capsys, small_config):
     config = small_config(tmp_path, algorithm="promp", **{"num-batches": 6, "outer-kl-limit": 1e-12,
-                                                                   "outer-steps": 1})
+                                                          "outer-steps": 1})
     out = tmp_path / "run"
     train.main(["--config", str(config), "--output-folder", str(out), "--num-workers", "0"])
     assert "took no step" not in capsys.readouterr().err
@@ -47,7 +47,7 @@ def test_a_promp_run_whose_limit_undoes_every_step_is_flagged_across_a_resume(tm
     # With backtracks a limit below every first step shortens it instead: one step an iteration, each
     # a power of two of Adam's, within the limit.
     config = small_config(tmp_path, "b.yaml", algorithm="promp", **{"num-batches": 3, "outer-kl-limit": 1e-6,
-                                                                          "outer-kl-backtracks": 30})
+                                                                    "outer-kl-backtracks": 30})
     train.main(["--config", str(config), "--output-folder", str(tmp_path / "b"), "--num-workers", "0"])
     rows = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert [row["outer_steps"] for row in rows] == [1, 1, 1]

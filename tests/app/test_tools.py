@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from helpers.scripts import load_tool, train
 from helpers.runs import read_metrics
+from helpers.scripts import load_tool, train
 
 
 def test_outer_steps_trace_replays_the_runs_next_iteration(tmp_path, capsys, small_config):

@@ -12,6 +12,8 @@ import torch
 from maml_rl.data.episodes import BatchEpisodes, TaskBatch, loss_weights, stack_episodes
 from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weights, weighted_normalize
 
+from helpers.episodes import zero_episodes
+
 
 def weighted_mean(
     tensor: torch.Tensor,
@@ -146,7 +148,7 @@ def test_numpy_inputs_and_dtypes():
 
 
 def test_horizon_longer_than_every_episode():
-    episodes = BatchEpisodes(torch.zeros(6, 2, 1), torch.zeros(6, 2, 1), torch.ones(6, 2), [2, 3], gamma=1.0)
+    episodes = zero_episodes([2, 3], 6, rewards=torch.ones(6, 2), gamma=1.0)
     torch.testing.assert_close(episodes.returns[:, 0], torch.tensor([2.0, 1.0, 0, 0, 0, 0]))
     torch.testing.assert_close(episodes.returns[:, 1], torch.tensor([3.0, 2.0, 1.0, 0, 0, 0]))
 
@@ -192,7 +194,7 @@ def test_stack_episodes_pads_time():
 def test_stack_episodes_without_advantages_and_batch_mismatch():
     a = hand_episodes()
     assert "advantages" not in stack_episodes([a])
-    b = BatchEpisodes(torch.zeros(3, 1, 2), torch.zeros(3, 1, 1), torch.zeros(3, 1), [3])
+    b = zero_episodes([3], 3, observation_size=2)
     with pytest.raises(ValueError, match="same number of episodes"):
         stack_episodes([a, b])
 

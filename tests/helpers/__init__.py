@@ -7,9 +7,10 @@ env factory by module reference with the parent's ``sys.path``; a script run in 
 :data:`TESTS` on its own path first; Ray's actors get them by value (``cloudpickle.register_pickle_by_value``).
 
 * ``sampler_envs``, ``bad_envs``, ``contract_envs``, ``differential_envs``, ``property_envs``: meta-envs
-  for the sampler tests;
+  for the sampler tests; ``samplers``: the samplers of ``sampler_envs`` and ``differential_envs`` that
+  several files build (the ``probe_sampler`` and ``drift_sampler`` fixtures);
 * ``naive_sampler``, ``naive_trials``: plain-loop references for rollouts and trials;
-  ``differential``: the shapes and checks of the differential tests against them;
+  ``differential``, ``differential_trials``: the shapes and checks of the differential tests against them;
 * ``episodes``: ``BatchEpisodes`` built by hand;
 * ``scripts`` (train.py, test.py and tools/ as modules), ``runs`` (training runs and their files),
   ``process_utils`` (watching real processes).

@@ -1,6 +1,6 @@
 """pytorch-maml-rl's users' scripts against this package (maml_rl.legacy, docs/migrating.md).
 
-The reference's own train.py and test.py (tests/reference/) run unchanged in
+The reference's own train.py and test.py (tests/legacy/reference/) run unchanged in
 subprocesses: each deprecated name must warn once with the call replacing it,
 and their results must equal, bit for bit, the same run written with this
 package's API.

@@ -14,6 +14,7 @@ from maml_rl.metalearners import (METALEARNERS, AdaptationBatch, GradientMetaLea
                                   RL2PPO)
 from maml_rl.config.loading import ConfigError
 from maml_rl.metalearners.base import Evaluation
+
 from helpers.scripts import evaluate, train
 
 

@@ -23,10 +23,10 @@ from maml_rl.policies import CategoricalMLPPolicy, GRUPolicy, NormalMLPPolicy, e
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.sampling import sample_adapt_sample
 
-from helpers.scripts import evaluate as test_script
-from helpers.scripts import train
 from helpers.episodes import random_episodes
 from helpers.runs import read_metrics
+from helpers.scripts import evaluate as test_script
+from helpers.scripts import train
 
 
 def random_batch(num_tasks=3, rows=7, obs=2, discrete=None, generator=None, dtype=torch.float32):

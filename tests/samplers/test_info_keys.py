@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, WorkerError
 
+from helpers.episodes import zero_episodes
 
 
 def test_the_env_declares_the_default_keys_and_the_caller_may_choose(drift_sampler):
@@ -73,10 +73,7 @@ def test_info_keys_step_mujoco_envs_one_at_a_time():
 
 
 def hand_batch(success_rows, lengths):
-    T, B = len(success_rows), len(lengths)
-    zeros = torch.zeros(T, B)
-    return BatchEpisodes(zeros.unsqueeze(-1), zeros.unsqueeze(-1), zeros, lengths,
-                         infos={"success": torch.tensor(success_rows, dtype=torch.float64)})
+    return zero_episodes(lengths, len(success_rows), infos={"success": torch.tensor(success_rows, dtype=torch.float64)})
 
 
 def test_success_is_any_step_of_the_episode_by_hand():
@@ -94,12 +91,11 @@ def test_success_of_one_step_episodes_and_of_none():
 
 
 def test_success_without_the_key_says_how_to_carry_it():
-    batch = BatchEpisodes(torch.zeros(2, 1, 1), torch.zeros(2, 1, 1), torch.zeros(2, 1), [2])
+    batch = zero_episodes([2], 2)
     with pytest.raises(KeyError, match=r"info_keys=\('success',\)"):
         batch.success()
 
 
 def test_infos_of_the_wrong_shape_are_refused():
     with pytest.raises(ValueError, match=r"infos\['success'\] must be \[T, B\]"):
-        BatchEpisodes(torch.zeros(2, 1, 1), torch.zeros(2, 1, 1), torch.zeros(2, 1), [2],
-                      infos={"success": torch.zeros(3, 1)})
+        zero_episodes([2], 2, infos={"success": torch.zeros(3, 1)})

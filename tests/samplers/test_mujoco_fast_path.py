@@ -1,6 +1,6 @@
 """The MuJoCo fast path (one mujoco.batch call per worker per step) against
 the naive reference sampler: gymnasium envs stepped one at a time, in plain
-loops (tests/naive_sampler.py), bit for bit, for the five envs that opt in."""
+loops (tests/helpers/naive_sampler.py), bit for bit, for the five envs that opt in."""
 
 from __future__ import annotations
 

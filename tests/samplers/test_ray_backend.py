@@ -441,7 +441,7 @@ def test_task_groups_follow_the_cpus_and_actors_spread_over_nodes():
 
 @pytest.mark.parametrize("algorithm", ["maml-trpo", "rl2-ppo"])
 def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_path, algorithm, small_config,
-                                                                   small_rl2_config):
+                                                                  small_rl2_config):
     config = small_config(tmp_path) if algorithm == "maml-trpo" else small_rl2_config(tmp_path)
     run(config, tmp_path / "local", "--seed", "7", "--num-batches", "2")
     run(config, tmp_path / "mixed", "--seed", "7", "--num-batches", "1", "--backend", "ray",

@@ -21,6 +21,7 @@ from helpers.differential_trials import (ACT, CATEGORIES, OBS, SEED, SHAPES, ass
 from helpers.naive_sampler import ElementwisePolicy
 from helpers.naive_trials import CountingRecurrentPolicy, reference_trials
 
+
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 @pytest.mark.parametrize("num_workers, partial", [(0, False), (3, False), (3, True)],
                          ids=["in-process", "3-workers", "3-workers-partial"])

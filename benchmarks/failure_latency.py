@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from maml_rl.policies import NormalMLPPolicy  # noqa: E402
 from maml_rl.samplers import MultiTaskSampler, WorkerDiedError  # noqa: E402
-from sampler_envs import make_probe_env  # noqa: E402
+from helpers.sampler_envs import make_probe_env  # noqa: E402
 
 LONG = 100_000
 

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from process_utils import SAMPLING_SCRIPT, is_running  # noqa: E402
+from helpers.process_utils import SAMPLING_SCRIPT, is_running  # noqa: E402
 
 
 def busy() -> None:

@@ -102,7 +102,7 @@ def _linear(x: torch.Tensor, layer, tasks: bool) -> torch.Tensor:
 
     A task's rows then come out the same bits whatever ``K``, the task's place among the others
     and the thread count (measured with torch's MKL build over K 1-39, B 1-40, 1 and 2 threads;
-    ``tests/test_trials.py`` keeps a smaller grid), provided that every task's block starts 64-byte
+    ``tests/samplers/test_trials.py`` keeps a smaller grid), provided that every task's block starts 64-byte
     aligned (the input width is padded with zeros to a multiple of 16) and that ``K >= 2`` (one
     task is paired with a zero task: torch computes a batch of one another way).
     """

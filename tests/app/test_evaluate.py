@@ -202,7 +202,8 @@ def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys, sm
     assert record["settings"] == {
         "protocol": "gradient-steps", "num-steps": 2, "fast-lr": small_config.values["fast-lr"],
         "fast-batch-size": 4, "eval-actions": "mean", "split": None, "all-tasks": False, "episodes-per-trial": None,
-        "evaluation-episodes": None, "meta-batch-size": 2, "num-batches": 2}
+        "evaluation-episodes": None, "meta-batch-size": 2, "num-batches": 2, "eval-trajectories": None,
+        "num-exp-traj-eval": None}
     assert record["seed"] == 11 and record["tasks"] == 4
     assert record["config"] == str((run_folder / "config.json").resolve())
     # The header names the tasks once ("on 4 new tasks (4, seed 11)" repeated the count).

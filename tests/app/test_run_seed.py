@@ -24,6 +24,10 @@ ALGORITHMS = {
     "promp": {"algorithm": "promp", "outer-steps": 2},
     "rl2-ppo": {"algorithm": "rl2-ppo", "episodes-per-trial": 2, "gru-size": 8, "ppo-epochs": 2,
                 "ppo-minibatches": 2, "bptt-chunk": 7, "update-per-chunk": True, "bptt-overlap": 2},
+    "pearl": {"algorithm": "pearl", "fast-batch-size": 1, "meta-batch-size": 2, "latent-size": 2,
+              "context-hidden-sizes": [8], "num-train-tasks": 3, "num-initial-steps": 20, "num-steps-prior": 10,
+              "num-extra-rl-steps-posterior": 10, "num-train-steps-per-itr": 2, "tasks-per-update": 2,
+              "sac-batch-size": 4, "embedding-batch-size": 3, "replay-capacity": 100},
 }
 
 
@@ -53,7 +57,7 @@ def seeding_calls(monkeypatch, config, output, seed):
 def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algorithm, small_config):
     changes = dict(ALGORITHMS[algorithm], **{"num-batches": 2})
     config = small_config(tmp_path, **changes)
-    if algorithm == "rl2-ppo":  # MAML's inner-loop key is not one of RL²'s
+    if algorithm in ("rl2-ppo", "pearl"):  # MAML's inner-loop key is not one of theirs
         config.write_text("\n".join(line for line in config.read_text().splitlines()
                                     if not line.startswith("fast-lr")) + "\n")
     first = seeding_calls(monkeypatch, config, tmp_path / "a", 11)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 import maml_rl.envs
+from maml_rl.metalearners import METALEARNERS
 from maml_rl.config.loading import (
     CONFIG_KEYS,
     ConfigError,
@@ -55,8 +56,8 @@ def test_shipped_config_is_valid_and_builds_its_env(path):
     # and loss-averaging and algorithm, which the reference did not have.
     written = read_config_file(path)
     algorithm = written.get("algorithm", "maml-trpo")
-    # RL² configs also leave out the inner loop of MAML (its shared keys have defaults).
-    unused = {"num-steps", "fast-lr", "loss-averaging"} if algorithm == "rl2-ppo" else set()
+    # RL² and PEARL configs also leave out the shared keys they have no use for (MAML's inner loop).
+    unused = set(METALEARNERS[algorithm].unused_shared_keys)
     assert set(written) | {"seed", "env-kwargs", "loss-averaging", "algorithm"} | unused == set(config_keys(algorithm))
     config = load_config(path)
     assert config["env-name"] in maml_rl.envs.ENV_IDS + maml_rl.envs.METAWORLD_IDS
@@ -115,7 +116,7 @@ def test_unknown_key_names_it_and_lists_valid_keys():
     assert "my.yaml" in message
     assert "unknown key 'fast_lr'" in message and "did you mean 'fast-lr'" in message
     assert "valid keys for algorithm 'maml-trpo' are: " + ", ".join(config_keys("maml-trpo")) in message
-    assert set().union(*(config_keys(name) for name in ("maml-trpo", "promp", "rl2-ppo"))) == set(CONFIG_KEYS)
+    assert set().union(*(config_keys(name) for name in ("maml-trpo", "promp", "rl2-ppo", "pearl"))) == set(CONFIG_KEYS)
 
 
 @pytest.mark.parametrize(
@@ -257,8 +258,9 @@ def test_left_out_gamma_and_fast_lr_mean_the_api_defaults():
     assert config["fast-lr"] == inspect.signature(MAMLTRPO).parameters["fast_lr"].default
     policy = get_policy_for_env(maml_rl.envs.make_env("2DNavigation-v0")(), hidden_sizes=(4,))
     assert make_metalearner(config, policy).inner_loop == MAMLTRPO(policy).inner_loop
-    # The shipped MAML configs all give both, so they are unchanged (RL²'s have no inner step).
-    assert all({"gamma", "fast-lr"} <= set(read_config_file(path)) for path in SHIPPED if "rl2" not in path.parts)
+    # The shipped MAML configs all give both, so they are unchanged (RL²'s and PEARL's have no inner step).
+    assert all({"gamma", "fast-lr"} <= set(read_config_file(path)) for path in SHIPPED
+               if "rl2" not in path.parts and "pearl" not in path.parts)
 
 
 def test_gradient_adaptation_keys_are_refused_for_rl2_unless_at_their_default():

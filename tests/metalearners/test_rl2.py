@@ -269,6 +269,23 @@ def test_the_recipe_arguments_are_checked(changes, message):
         RL2PPO(GRUPolicy(6, 2, (8,), 4), **{"bptt_chunk": 4, "update_per_chunk": True, **changes})
 
 
+def test_target_kl_stops_the_updates_once_one_moves_the_policy_past_it():
+    """metaworld-algorithms' early stop: the first update starts at ratio one (KL 0), so a tiny target stops
+    the iteration after the second; a target no update reaches changes nothing, bit for bit."""
+    policy, learner, trials = _learner_and_trials(target_kl=1e-12)
+    logs = learner.step(trials)
+    assert logs["ppo_updates"] == 2 and logs["kl_stopped"] is True
+    policy_b, free, trials_b = _learner_and_trials(target_kl=1e9)
+    policy_c, plain, trials_c = _learner_and_trials()
+    logs_b, logs_c = free.step(trials_b), plain.step(trials_c)
+    assert logs_b["kl_stopped"] is False and "kl_stopped" not in logs_c
+    assert logs_b["ppo_updates"] == logs_c["ppo_updates"] == 4  # 2 epochs x 2 minibatches
+    for a, b in zip(policy_b.parameters(), policy_c.parameters()):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="target_kl must be None or a number > 0"):
+        RL2PPO(GRUPolicy(6, 2, (8,), 4), target_kl=0.0)
+
+
 def test_the_baseline_on_policy_inputs_is_the_ridge_fit_of_their_features_and_gae_uses_it():
     """baseline_inputs='policy-inputs': values from a ridge regression of the trial's discounted
     returns on [x, x^2, t, t^2, t^3, 1] of the policy's input x (numpy here), then GAE over the

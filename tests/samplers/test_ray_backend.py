@@ -559,3 +559,24 @@ def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster
     for seed in (4, 5):
         assert_same_policy(load_policy(tmp_path / "ray" / f"seed-{seed}"), load_policy(tmp_path / "local" / f"seed-{seed}"))
         assert [row["iteration"] for row in read_metrics(tmp_path / "ray" / f"seed-{seed}")] == [0, 1, 2]
+
+
+def test_transitions_and_conditioning_are_the_local_ones_on_the_cluster(cluster):
+    """Off-policy collection across nodes: each slot's z reaches its task's actor group, and the
+    transitions (final observations of truncated episodes included) equal the local ones bit for bit."""
+    from maml_rl.policies.tanh_gaussian import TanhGaussianPolicy
+
+    torch.manual_seed(3)
+    actor = TanhGaussianPolicy(2 + 3, 2, (8,))
+    z = torch.randn(4, 2, 3)
+    out = []
+    for kwargs in ({"num_workers": 0}, {"backend": "ray", "ray_address": cluster.address, "num_workers": 0}):
+        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 6}, 2, actor, seed=4, conditioning_size=3,
+                              **kwargs) as sampler:
+            out.append(sampler.rollout_transitions(sampler.sample_tasks(4), episodes=2, conditioning=z))
+            if kwargs.get("backend") == "ray":
+                assert sampler.backend_stats["actors"] >= 2
+    for local, remote in zip(*out):
+        assert int(local.truncated.sum()) == 4
+        for name in ("observations", "actions", "rewards", "next_observations", "terminated", "truncated"):
+            assert torch.equal(getattr(local, name), getattr(remote, name)), name

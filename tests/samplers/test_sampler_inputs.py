@@ -126,14 +126,14 @@ def test_concurrent_use_is_refused_and_harms_nothing():
                                                         seed=3, num_workers=0), tasks, num_steps=1, fast_lr=0.1)
         results = {}
         started = threading.Event()
-        original = sampler._rollout
+        original = sampler._run
 
         def slow_rollout(*args, **kwargs):
             started.set()
             time.sleep(0.5)  # keeps the first call busy while the second arrives
             return original(*args, **kwargs)
 
-        sampler._rollout = slow_rollout
+        sampler._run = slow_rollout
 
         def first():
             results["first"] = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)

@@ -14,7 +14,7 @@ method unchanged. What they save, per step:
 
 Every expression keeps Meta-World's operand types (NumPy float64 where it has
 them, float32 where the action brings them in), because float32 and float64
-mix differently with Python floats. ``tests/test_metaworld_fast.py`` checks the
+mix differently with Python floats. ``tests/envs/test_metaworld_fast.py`` checks the
 result against Meta-World's own env on every v3 class.
 """
 

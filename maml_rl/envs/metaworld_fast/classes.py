@@ -38,7 +38,7 @@ from maml_rl.envs.metaworld_fast.rotation import FastRotation
 
 __all__ = ["BY_NAME", "CHECKED_VERSIONS", "fast_class", "unavailable_reason"]
 
-#: Meta-World versions whose 50 v3 classes tests/test_metaworld_fast.py compares bit for bit.
+#: Meta-World versions whose 50 v3 classes tests/envs/test_metaworld_fast.py compares bit for bit.
 CHECKED_VERSIONS = ("3.1.1",)
 
 

@@ -141,8 +141,9 @@ class Trajectories:
             out[name] = np.concatenate([getattr(g, name) for g in groups])
         # Time-major (log-probs) or chunk-major (states): padded on axis 0 as well.
         recorded = {name: _side_by_side([g.recorded[name] for g in groups]) for name in groups[0].recorded}
-        finals = None if groups[0].final_observations is None else np.concatenate(
-            [g.final_observations for g in groups], axis=1)
+        # A reused pool may keep rows for more episodes than this call's: padded like the steps.
+        finals = None if groups[0].final_observations is None else _side_by_side(
+            [g.final_observations for g in groups])
         return cls(**out, recorded=recorded, final_observations=finals)
 
     def copy_of_slots(self, num_slots: int) -> "Trajectories":

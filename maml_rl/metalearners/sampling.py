@@ -12,11 +12,12 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from maml_rl.metalearners.adaptation import InnerLoop, unstack_task_params
+from maml_rl.metalearners.adaptation import InnerLoop
 from maml_rl.data.baseline import fit_advantages
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.policies.policy import require_params_argument
+from maml_rl.policies.task_params import TaskParams
 
 __all__ = ["rollout_for_adaptation", "sample_adapt_sample"]
 
@@ -24,7 +25,7 @@ __all__ = ["rollout_for_adaptation", "sample_adapt_sample"]
 def rollout_for_adaptation(sampler: Any, tasks: Sequence[Any], params: Any, inner_loop: InnerLoop, baseline: Any,
                            gamma: float, gae_lambda: float, device: Union[str, torch.device],
                            actions: str = "sample") -> List[BatchEpisodes]:
-    """One rollout of ``tasks`` under ``params`` (one dict or ``None`` per task), with advantages from ``baseline``
+    """One rollout of ``tasks`` under ``params`` (``rollout()``'s argument), with advantages from ``baseline``
     normalised with ``inner_loop.averaging``; each batch records the inner loop that will adapt on it."""
     episodes = sampler.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device,
                                averaging=inner_loop.averaging, actions=actions)
@@ -88,7 +89,7 @@ def sample_adapt_sample(
         episodes = rollout_for_adaptation(sampler, tasks, params, inner_loop, baseline, gamma, gae_lambda, device)
         train_episodes.append(episodes)
         stacked = inner_loop.sampling_step(policy, episodes, stacked, device)
-        params = unstack_task_params(stacked)
+        params = TaskParams.from_stacked(stacked)
     valid_episodes = rollout_for_adaptation(sampler, tasks, params, inner_loop, baseline, gamma, gae_lambda, device,
                                             valid_actions)
     return train_episodes, valid_episodes

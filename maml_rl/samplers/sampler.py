@@ -27,18 +27,11 @@ from .rollout.actions import check_policy
 from .errors import SamplerClosedError
 from .exclusive import OneCallAtATime
 from .inspection import SamplerInspection
-from .rollout.request import (
-    ActionMode,
-    ParamsArg,
-    RolloutRequest,
-    Trial,
-    checked_task_params,
-    complete_params,
-)
+from .rollout.request import ActionMode, ParamsArg, RolloutRequest, TaskParams, Trial, check_tasks_picklable
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
 from .conditioning import check_conditioning_size, checked_conditioning
-from .trajectories import behaviour_params, check_outputs, to_episodes, to_transitions, to_trials
+from .trajectories import check_outputs, to_episodes, to_transitions, to_trials
 from .trial_requests import refuse_recurrent, trial_request
 
 class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
@@ -248,8 +241,9 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         # Checked before the call counter moves: a refused call leaves the seeds of later calls unchanged.
         actions = ActionMode.parse(actions)
         conditioning = checked_conditioning(conditioning, self.conditioning_size, len(tasks), self.batch_size)
-        per_task = complete_params(self.policy, checked_task_params(self.policy, tasks, params))
-        request = RolloutRequest(tuple(tasks), tuple(per_task), self.seed, self._num_rollouts, self.batch_size,
+        check_tasks_picklable(tasks)
+        params = TaskParams.from_argument(self.policy, params, len(tasks))
+        request = RolloutRequest(tuple(tasks), params, self.seed, self._num_rollouts, self.batch_size,
                                  actions, trial=trial, conditioning=conditioning)
         self._num_rollouts += 1
         try:
@@ -260,7 +254,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
             # Workers interrupted mid-step cannot be trusted; the next call starts new ones.
             self._backend.close()
             raise
-        for batch, behaviour in zip(batches, behaviour_params(self.policy, per_task)):
+        for batch, behaviour in zip(batches, params.behaviour(self.policy)):
             batch.behaviour_params = behaviour
             batch.actions_from = actions.value
         return batches

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 import torch
 
-from maml_rl.policies.policy import meta_parameters
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.data.transitions import Transitions
 from maml_rl.data.trials import TrialBatch
 
 from .errors import EnvOutputError
-from .rollout.request import Params, Trial
+from .rollout.request import Trial
 from .settings.workload import Workload
 from .workers.buffers import EndReason, Trajectories
 
@@ -173,16 +171,3 @@ def to_transitions(trajectories: Trajectories, tasks: Sequence[Any], workload: W
     return [Transitions(**{name: column[lo:hi] for name, column in columns.items()}, task=task,
                         infos={key: value[lo:hi] for key, value in infos.items()})
             for task, lo, hi in zip(tasks, bounds[:-1], bounds[1:])]
-
-
-def behaviour_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> List[Params]:
-    """A detached copy of the parameters each task was sampled with (one copy per distinct dict)."""
-    copies: Dict[int, Params] = {}
-    out = []
-    for params in per_task:
-        key = id(params)
-        if key not in copies:
-            source = meta_parameters(policy) if params is None else params.items()
-            copies[key] = OrderedDict((name, p.detach().clone()) for name, p in source)
-        out.append(copies[key])
-    return out

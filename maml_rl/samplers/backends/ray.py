@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from ..errors import SamplerError, WorkerDiedError, WorkerError
-from ..rollout.request import Params, RolloutRequest
+from ..rollout.request import RolloutRequest, TaskParams
 from ..settings.execution import ExecutionSettings
 from ..settings.workload import Workload
 from ..workers.buffers import Trajectories
@@ -89,10 +89,11 @@ class SamplingActor:
                 "num_workers": self.layout.num_workers, "batch_threads": self.layout.batch_threads}
 
     def rollout(self, payload: dict, group: RolloutRequest) -> Trajectories:
-        """Roll out ``group`` (its ``per_task`` travel in ``payload``); compact copies back."""
+        """Roll out ``group`` (its parameter rows travel in ``payload``, its index in ``group``); compact copies back."""
         try:
-            per_task = _decode_params(payload, self.policy, group.first_task, len(group.tasks))
-            trajectories = self.backend.run(replace(group, per_task=tuple(per_task)), "cpu")
+            self.policy.load_state_dict({name: torch.from_numpy(np.array(a)) for name, a in payload["own"].items()})
+            params = group.params.with_numpy_rows(payload["rows"])
+            trajectories = self.backend.run(replace(group, params=params), "cpu")
         except Exception as exc:
             # Travels with the exception (pickled with its __dict__) to the driver's message.
             exc.actor_traceback = traceback.format_exc()
@@ -184,7 +185,7 @@ class RayBackend(RolloutBackend):
         if not self.live:
             raise WorkerDiedError(f"every Ray sampling actor has died: {'; '.join(self.lost)}")
         K, call = len(request.tasks), request.call
-        payload = _encode_params(self.policy, request.per_task)
+        payload = _encode_params(self.policy, request.params)
         payload_ref = ray.put(payload)
         stats = {"actors": len(self.live), "puts": 1, "put_bytes": _payload_bytes(payload), "result_bytes": 0,
                  "reruns": 0, "groups": {}}
@@ -203,7 +204,8 @@ class RayBackend(RolloutBackend):
                     queue.extend(g for g in _split(hi - lo, [self.cpus[a] for a in idle], lo) if g[1] > g[0])
                     lo, hi = queue.pop(0)
                 a = idle.pop(0)
-                ref = self.actors[a].rollout.remote(payload_ref, request.group(lo, hi, [None] * (hi - lo)))
+                group = request.group(lo, hi)
+                ref = self.actors[a].rollout.remote(payload_ref, replace(group, params=group.params.index_only()))
                 pending[ref] = (a, lo, hi)
 
         dispatch()
@@ -319,42 +321,15 @@ def _split(num_tasks: int, weights: List[int], offset: int = 0) -> List[tuple]:
     return [(offset + int(lo), offset + int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def _encode_params(policy: torch.nn.Module, per_task) -> dict:
-    """The policy's state and each distinct per-task dict, as numpy arrays (put once per rollout)."""
+def _encode_params(policy: torch.nn.Module, params: TaskParams) -> dict:
+    """The policy's state and the call's distinct parameter rows, as numpy arrays (put once per
+    rollout; each group's request carries its slice of the index)."""
     own = {name: t.detach().cpu().numpy() for name, t in policy.state_dict().items()}
-    distinct: List[Dict[str, np.ndarray]] = []
-    seen: Dict[int, int] = {}
-    index = []
-    for params in per_task:
-        if params is None:
-            index.append(-1)
-            continue
-        if id(params) not in seen:
-            seen[id(params)] = len(distinct)
-            distinct.append({name: p.detach().cpu().numpy() for name, p in params.items()})
-        index.append(seen[id(params)])
-    return {"own": own, "distinct": distinct, "index": index}
-
-
-def _decode_params(payload: dict, policy: torch.nn.Module, first_task: int, num_tasks: int) -> List[Optional[Params]]:
-    """The actor's side of :func:`_encode_params`, for tasks ``first_task ..``: loads
-    the policy's state, and keeps one dict per distinct one (the rollout tells
-    shared parameters by identity)."""
-    policy.load_state_dict({name: torch.from_numpy(np.array(a)) for name, a in payload["own"].items()})
-    dicts: Dict[int, Params] = {}
-    out: List[Optional[Params]] = []
-    for i in payload["index"][first_task:first_task + num_tasks]:
-        if i < 0:
-            out.append(None)
-            continue
-        if i not in dicts:
-            dicts[i] = {name: torch.from_numpy(np.array(a)) for name, a in payload["distinct"][i].items()}
-        out.append(dicts[i])
-    return out
+    return {"own": own, "rows": params.rows_to_numpy()}
 
 
 def _payload_bytes(payload: dict) -> int:
-    arrays = list(payload["own"].values()) + [a for d in payload["distinct"] for a in d.values()]
+    arrays = list(payload["own"].values()) + [a for d in payload["rows"] for a in d.values()]
     return int(sum(a.nbytes for a in arrays))
 
 

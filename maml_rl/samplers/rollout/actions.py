@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 from torch.distributions import Categorical, Distribution, Independent, Normal
 
-from maml_rl.policies.policy import expand_params, stack_params
+from maml_rl.policies.task_params import TaskParams
 
 from ..errors import EnvOutputError, PolicyOutputError
 from ..workers.buffers import BufferSpec
 from .noise import actions_from_noise
-from .request import Params, RolloutRequest
+from .request import RolloutRequest
 
 
 @contextlib.contextmanager
@@ -112,7 +111,7 @@ class ActionFunction:
 
     def __init__(self, policy, request: RolloutRequest, device, noise: torch.Tensor, fallback: Optional[int],
                  spec: BufferSpec, env_name: str = "the env"):
-        per_task: List[Optional[Params]] = list(request.per_task)
+        params: TaskParams = request.params
         self.policy = policy
         self.request = request
         self.spec = spec
@@ -122,22 +121,14 @@ class ActionFunction:
         self.noise = noise
         self.fallback_seed = fallback
         self.first_task = request.first_task
-        self.num_tasks, self.batch_size = len(per_task), request.batch_size
+        self.num_tasks, self.batch_size = params.num_tasks, request.batch_size
         # Each slot's conditioning input, appended to its observation (the same rows in every call).
         self.conditioning = None if request.conditioning is None else torch.tensor(
             request.conditioning.reshape(self.num_tasks * self.batch_size, -1), dtype=torch.float32,
             device=self.device)
         # Stacked per-task parameters in one batched call, or a loop over tasks.
-        self.batched: Optional[Params] = None
-        self.per_task: List[Optional[Params]] = per_task
-        if getattr(policy, "supports_batched_params", False):
-            own = None
-            if any(p is None for p in per_task):
-                own = OrderedDict((name, p.detach()) for name, p in policy.named_parameters())
-            if all(p is per_task[0] for p in per_task):
-                self.batched = expand_params(own if per_task[0] is None else per_task[0], self.num_tasks)
-            else:
-                self.batched = stack_params([own if p is None else p for p in per_task])
+        self.params = params
+        self.batched = params.batched(policy) if getattr(policy, "supports_batched_params", False) else None
 
     @torch.no_grad()
     def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int, times=None,
@@ -160,7 +151,8 @@ class ActionFunction:
             return self._shaped(actions_from_noise(distribution, noise, seed, self.mode), len(observations)).numpy()
         B = self.batch_size
         parts = []
-        for k, p in enumerate(self.per_task):
+        for k in range(self.num_tasks):
+            p = self.params.row_of(k)
             rows = obs[k * B:(k + 1) * B].clone() if k else obs[:B]  # each task's rows aligned alike
             distribution = self.policy(rows) if p is None else self.policy(rows, params=p)
             self._check_shape(distribution, B, t, k)

@@ -4,38 +4,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple
 
 import cloudpickle
 import numpy as np
-import torch
 
-from maml_rl.policies.policy import Params, meta_parameters, require_params_argument
+from maml_rl.policies.task_params import ParamsArg, TaskParams
 
-# What rollout() takes: None (the policy's own), one dict for every task, or one per task.
-ParamsArg = Union[None, Params, Sequence[Optional[Params]]]
-
-
-def per_task_params(params: ParamsArg, num_tasks: int) -> List[Optional[Params]]:
-    """One entry per task from ``rollout()``'s ``params`` argument."""
-    if params is None or isinstance(params, Mapping):
-        return [params] * num_tasks
-    params = list(params)
-    if len(params) != num_tasks:
-        raise ValueError(f"got {len(params)} parameter sets for {num_tasks} tasks")
-    return params
-
-
-def checked_task_params(policy: torch.nn.Module, tasks: Sequence[Any], params: ParamsArg) -> List[Optional[Params]]:
-    """``per_task_params``, after refusing unpicklable tasks and parameters for a policy without ``params=``."""
-    check_tasks_picklable(tasks)
-    given = per_task_params(params, len(tasks))
-    if any(p is not None for p in given):
-        require_params_argument(policy, "parameters were given to the rollout, which calls "
-                                        "policy(observations, params=...)")
-    return given
+__all__ = ["ActionMode", "ParamsArg", "RolloutRequest", "TaskParams", "Trial", "TrialInputs", "TrialStart",
+           "check_tasks_picklable"]
 
 
 def check_tasks_picklable(tasks: Sequence[Any]) -> None:
@@ -81,34 +59,6 @@ class ActionMode(str, enum.Enum):
         except ValueError:
             raise ValueError(f"{argument}={value!r}: use 'sample' (draw from the policy) or 'mean' "
                              "(its most likely action, for evaluation)") from None
-
-
-def complete_params(policy: torch.nn.Module, per_task: List[Optional[Params]]) -> List[Optional[Params]]:
-    """Each task's dict with the policy's own value of every meta-parameter it
-    leaves out, so that stacking, the recorded behaviour parameters and the
-    policy all see the same values (the same dict object stays one object).
-    A name that is not a parameter of the policy is refused."""
-    own = OrderedDict(meta_parameters(policy))
-    known = dict(policy.named_parameters())
-    completed: Dict[int, Params] = {}
-    out: List[Optional[Params]] = []
-    for params in per_task:
-        if params is None:
-            out.append(None)
-            continue
-        if id(params) not in completed:
-            unknown = [name for name in params if name not in known]
-            if unknown:
-                raise ValueError(f"params name {unknown}, which are not parameters of the policy "
-                                 f"{type(policy).__name__} (its parameters: {list(known)})")
-            if all(name in params for name in own):
-                completed[id(params)] = params
-            else:
-                full = OrderedDict((name, params[name] if name in params else p.detach()) for name, p in own.items())
-                full.update((name, value) for name, value in params.items() if name not in full)
-                completed[id(params)] = full
-        out.append(completed[id(params)])
-    return out
 
 
 class TrialInputs(str, enum.Enum):
@@ -169,13 +119,13 @@ class RolloutRequest:
     Ray actor's share): ``tasks`` are then tasks ``first_task ..`` of a call
     of ``total_tasks``, and get the seeds and noise of those slots of it.
 
-    :param per_task: each task's parameters (``None``: the policy's own).
+    :param params: each task's parameters (:class:`~maml_rl.policies.task_params.TaskParams`).
     :param conditioning: ``[K, B, d]`` float32, what each slot's policy input carries after the
         observation (e.g. PEARL's latent z; ``docs/sampler.md``, "Conditioning"), or ``None``.
     """
 
     tasks: Tuple[Any, ...]
-    per_task: Tuple[Optional[Params], ...]
+    params: TaskParams
     seed: int
     call: int
     batch_size: int
@@ -186,8 +136,8 @@ class RolloutRequest:
     conditioning: Optional[np.ndarray] = None
 
     def __post_init__(self) -> None:
-        if len(self.tasks) != len(self.per_task):
-            raise ValueError(f"got {len(self.per_task)} parameter sets for {len(self.tasks)} tasks")
+        if len(self.tasks) != self.params.num_tasks:
+            raise ValueError(f"got {self.params.num_tasks} parameter sets for {len(self.tasks)} tasks")
         if self.total_tasks is None:
             object.__setattr__(self, "total_tasks", self.first_task + len(self.tasks))
 
@@ -212,8 +162,8 @@ class RolloutRequest:
         first = self.first_task * self.batch_size
         return range(first, first + self.num_slots)
 
-    def group(self, lo: int, hi: int, per_task: Sequence[Optional[Params]]) -> "RolloutRequest":
-        """Tasks ``lo .. hi`` of this (whole-call) request, with ``per_task`` for them."""
+    def group(self, lo: int, hi: int) -> "RolloutRequest":
+        """Tasks ``lo .. hi`` of this (whole-call) request, with their parameters and conditioning."""
         conditioning = None if self.conditioning is None else self.conditioning[lo:hi]
-        return replace(self, tasks=tuple(self.tasks[lo:hi]), per_task=tuple(per_task),
+        return replace(self, tasks=tuple(self.tasks[lo:hi]), params=self.params.group(lo, hi),
                        first_task=self.first_task + lo, total_tasks=self.total_tasks, conditioning=conditioning)

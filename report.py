@@ -31,8 +31,9 @@ from maml_rl.app.startup import quiet_interrupt
 with quiet_interrupt("report.py"):
     from maml_rl.app.command_line import run_script
     from maml_rl.config.loading import ConfigError
+    from maml_rl.app.plotting import plot_iqm_curves
     from maml_rl.app.report_runs import distinct_runs, find_run_folders
-    from maml_rl.app.reports import ReportError, compare, comparison_problem, curves, format_report, load_run, summarise
+    from maml_rl.app.reports import ReportError, compare, comparison_problem, format_report, load_run, summarise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,26 +47,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=50_000, help="bootstrap replications (default: 50000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     return parser.parse_args(argv)
-
-
-def plot(summaries, output: str, reps: int, seed: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    envs = list(dict.fromkeys(s.env for s in summaries))
-    figure, axes = plt.subplots(1, len(envs), figsize=(7 * len(envs), 4.5), squeeze=False)
-    for ax, env in zip(axes[0], envs):
-        for s in (s for s in summaries if s.env == env):
-            c = curves(s, reps=reps, seed=seed)
-            ax.plot(c["env_steps"], c["iqm"], label=f"{s.label} ({len(s.runs)} seeds)")
-            ax.fill_between(c["env_steps"], c["low"], c["high"], alpha=0.25)
-        ax.set(title=env, xlabel="env steps", ylabel="return after adaptation (IQM, 95% CI)")
-        ax.legend(loc="lower right", fontsize="small")
-    figure.tight_layout()
-    figure.savefig(output, dpi=100)
-    plt.close(figure)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -103,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     if args.plot:
         try:
-            plot(summaries, args.plot, min(args.reps, 2_000), args.seed)
+            plot_iqm_curves(summaries, args.plot, min(args.reps, 2_000), args.seed)
         except ImportError:
             raise ConfigError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
         print(f"curves written to {args.plot}", file=sys.stderr)

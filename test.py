@@ -49,13 +49,13 @@ with quiet_interrupt("test.py"):
 
     from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
     from maml_rl.config.loading import ConfigError, build_env, load_config
+    from maml_rl.app.plotting import plot_returns
     from maml_rl.app.evaluation import (
         check_architecture,
         class_table,
         describe_origin,
         evaluation_env_kwargs,
         listed_tasks,
-        plot_returns,
         policy_origin,
         read_policy,
         summary_table,

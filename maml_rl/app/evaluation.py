@@ -4,8 +4,9 @@
   refuse a configuration that describes another policy than the trained one;
 * :func:`evaluation_env_kwargs` and :func:`listed_tasks` choose the evaluated
   tasks (the held-out split of envs that have one);
-* :func:`summary_table`, :func:`class_table` and :func:`plot_returns` report
-  the returns (and success rates) against the number of adaptation steps.
+* :func:`summary_table` and :func:`class_table` report the returns (and
+  success rates) against the number of adaptation steps (the figure:
+  :func:`maml_rl.app.plotting.plot_returns`, the one plotter).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ __all__ = [
     "describe_origin",
     "evaluation_env_kwargs",
     "listed_tasks",
-    "plot_returns",
     "policy_origin",
     "read_policy",
     "summary_table",
@@ -113,30 +113,6 @@ def listed_tasks(config: dict, env, env_kwargs: dict) -> list:
         raise ConfigError(f"--all-tasks: {config['env-name']} does not list its tasks (its tasks are draws from "
                           "a distribution); choose how many with --meta-batch-size and --num-batches")
     return list(all_tasks(env_kwargs["split"]) if "split" in env_kwargs else all_tasks())
-
-
-def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> None:
-    """PNG of the mean return (± std over tasks) against the number of adaptation steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = np.arange(len(returns_per_step))
-    mean, std = returns_per_step.mean(axis=1), returns_per_step.std(axis=1)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(steps, mean, marker="o", label=f"mean over {returns_per_step.shape[1]} tasks")
-    # Unclipped, and named: a reader must not take the band for a confidence interval.
-    ax.fill_between(steps, mean - std, mean + std, alpha=0.2, label="±1 std over tasks")
-    ax.legend(loc="best", fontsize="small")
-    ax.set_xticks(steps)
-    ax.set_xlabel("number of gradient steps")
-    ax.set_ylabel("mean return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def evaluation_env_kwargs(config: dict, env, split: str | None) -> dict:

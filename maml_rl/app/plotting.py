@@ -1,11 +1,15 @@
-"""Training curves from a run's ``metrics.jsonl``.
+"""The package's one plotter: every figure the scripts draw. Needs matplotlib (``pip install -e ".[plot]"``).
+
+* :func:`plot_training_curve`: one run's ``metrics.jsonl``, the mean return before and after
+  adaptation against the iteration (raw, and smoothed over a window; for RL², the trial's first
+  and last episodes), and the success rate beside it for runs whose episodes carry success (Meta-World);
+* :func:`plot_returns`: test.py's ``--plot``, the held-out return against the number of adaptation steps;
+* :func:`plot_iqm_curves`: report.py's ``--plot``, training curves over seeds as IQM with 95% bands;
+* :func:`plot_against_env_steps`: several runs' columns against their env steps (sample efficiency).
 
     python -m maml_rl.app.plotting runs/hcd/metrics.jsonl --output runs/hcd/curve.png
-
-Plots the mean return before and after adaptation against the iteration
-(raw, and smoothed over a window; for RL², the trial's first and last
-episodes), and the success rate beside it for runs whose episodes carry
-success (Meta-World). Needs matplotlib (``pip install -e ".[plot]"``).
+    python -m maml_rl.app.plotting runs/a/metrics.jsonl runs/b/metrics.jsonl --against-env-steps \
+        --column return_after --output efficiency.png
 """
 
 from __future__ import annotations
@@ -13,9 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
+
+
+def _pyplot():
+    """matplotlib's pyplot on the file-only backend (no display is needed or used)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def load_metrics(path: str | Path) -> dict[str, np.ndarray]:
@@ -46,10 +60,7 @@ def smooth(values: np.ndarray, window: int) -> np.ndarray:
 
 def plot_training_curve(metrics_path: str | Path, output: str | Path, title: Optional[str] = None, window: int = 10) -> Path:
     """Write a PNG of the return before and after adaptation per iteration."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     metrics = load_metrics(metrics_path)
     iterations = metrics["iteration"]
@@ -78,14 +89,94 @@ def plot_training_curve(metrics_path: str | Path, output: str | Path, title: Opt
     return output
 
 
+def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> None:
+    """PNG of the mean return (± std over tasks) against the number of adaptation steps (test.py ``--plot``)."""
+    plt = _pyplot()
+    steps = np.arange(len(returns_per_step))
+    mean, std = returns_per_step.mean(axis=1), returns_per_step.std(axis=1)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(steps, mean, marker="o", label=f"mean over {returns_per_step.shape[1]} tasks")
+    # Unclipped, and named: a reader must not take the band for a confidence interval.
+    ax.fill_between(steps, mean - std, mean + std, alpha=0.2, label="±1 std over tasks")
+    ax.legend(loc="best", fontsize="small")
+    ax.set_xticks(steps)
+    ax.set_xlabel("number of gradient steps")
+    ax.set_ylabel("mean return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_iqm_curves(summaries: Sequence[Any], output: str | Path, reps: int, seed: int) -> None:
+    """report.py's ``--plot``: each group's training curve over its seeds as IQM with a 95% band, one panel per env."""
+    from maml_rl.app.reports import curves
+
+    plt = _pyplot()
+    envs = list(dict.fromkeys(s.env for s in summaries))
+    figure, axes = plt.subplots(1, len(envs), figsize=(7 * len(envs), 4.5), squeeze=False)
+    for ax, env in zip(axes[0], envs):
+        for s in (s for s in summaries if s.env == env):
+            c = curves(s, reps=reps, seed=seed)
+            ax.plot(c["env_steps"], c["iqm"], label=f"{s.label} ({len(s.runs)} seeds)")
+            ax.fill_between(c["env_steps"], c["low"], c["high"], alpha=0.25)
+        ax.set(title=env, xlabel="env steps", ylabel="return after adaptation (IQM, 95% CI)")
+        ax.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+
+
+def plot_against_env_steps(metrics_paths: Sequence[str | Path], output: str | Path, column: str = "return_after",
+                           labels: Optional[Sequence[str]] = None, title: Optional[str] = None,
+                           window: int = 10, log_x: bool = False) -> Path:
+    """Several runs' ``column`` (smoothed over ``window`` iterations) against their cumulative env steps
+    (``total_env_steps``): runs of different algorithms on one env, at equal env steps."""
+    if labels is not None and len(labels) != len(metrics_paths):
+        raise ValueError(f"{len(labels)} labels for {len(metrics_paths)} runs")
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for i, path in enumerate(metrics_paths):
+        metrics = load_metrics(path)
+        for needed in ("total_env_steps", column):
+            if needed not in metrics:
+                raise ValueError(f"{path} has no column {needed!r} (its columns: {sorted(metrics)})")
+        label = labels[i] if labels is not None else Path(path).parent.name
+        axes.plot(metrics["total_env_steps"], smooth(metrics[column], window), label=label)
+    if log_x:
+        axes.set_xscale("log")
+    axes.set_xlabel("env steps")
+    axes.set_ylabel(f"{column} ({window}-iteration mean)")
+    axes.set_title(title or column)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    output = Path(output)
+    figure.savefig(output, dpi=110)
+    plt.close(figure)
+    return output
+
+
 def main(argv: Optional[list[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description="Plot the return before/after adaptation of a training run.")
-    parser.add_argument("metrics", help="a run's metrics.jsonl")
+    parser = argparse.ArgumentParser(description="Plot training runs from their metrics.jsonl.")
+    parser.add_argument("metrics", nargs="+", help="runs' metrics.jsonl (one, unless --against-env-steps)")
     parser.add_argument("--output", required=True, help="PNG file to write")
     parser.add_argument("--title", default=None)
     parser.add_argument("--window", type=int, default=10, help="smoothing window in iterations (default 10)")
+    parser.add_argument("--against-env-steps", action="store_true",
+                        help="several runs' --column against their env steps, in one panel")
+    parser.add_argument("--column", default="return_after", help="with --against-env-steps (default return_after)")
+    parser.add_argument("--labels", nargs="+", default=None, help="with --against-env-steps: one label per run")
+    parser.add_argument("--log-x", action="store_true", help="with --against-env-steps: a log scale of env steps")
     args = parser.parse_args(argv)
-    print(plot_training_curve(args.metrics, args.output, args.title, args.window))
+    if args.against_env_steps:
+        print(plot_against_env_steps(args.metrics, args.output, args.column, args.labels, args.title, args.window,
+                                     args.log_x))
+    elif len(args.metrics) != 1:
+        parser.error("give one metrics.jsonl, or several with --against-env-steps")
+    else:
+        print(plot_training_curve(args.metrics[0], args.output, args.title, args.window))
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def test_test_py_plot_names_its_band(tmp_path, monkeypatch):
     """test.py --plot drew a band with no label; the legend now says it is ±1 std over tasks, unclipped."""
     import matplotlib.pyplot as plt
 
-    from maml_rl.app.evaluation import plot_returns
+    from maml_rl.app.plotting import plot_returns
 
     figures = []
     original = plt.subplots
@@ -74,3 +74,37 @@ def test_test_py_plot_names_its_band(tmp_path, monkeypatch):
     std = np.sqrt(np.array([2.0, 8.0]) / 3)  # population std of each row, by hand
     assert np.isclose(band[:, 1].max(), 2.0 + std[1]) and np.isclose(band[:, 1].min(), -2.0 - std[0])
     assert (tmp_path / "returns.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_runs_against_their_env_steps_in_one_panel(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    import pytest
+
+    from maml_rl.app.plotting import main, plot_against_env_steps
+
+    paths = []
+    for name, per_iteration in (("a", 100), ("b", 1000)):
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "metrics.jsonl"
+        path.write_text("".join(json.dumps({"iteration": i, "total_env_steps": per_iteration * (i + 1),
+                                            "return_after": float(i)}) + "\n" for i in range(4)))
+        paths.append(path)
+    figures = []
+    original = plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda *a, **k: figures.append(original(*a, **k)) or figures[-1])
+    output = plot_against_env_steps(paths, tmp_path / "e.png", window=2, labels=["PEARL", "MAML"])
+    assert output.read_bytes().startswith(b"\x89PNG")
+    (_, axes), = figures
+    a, b = axes.get_lines()
+    np.testing.assert_array_equal(a.get_xdata(), [100, 200, 300, 400])
+    np.testing.assert_array_equal(b.get_xdata(), [1000, 2000, 3000, 4000])
+    np.testing.assert_allclose(a.get_ydata(), [0.0, 0.5, 1.5, 2.5])  # trailing means of 2, by hand
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["PEARL", "MAML"]
+    with pytest.raises(ValueError, match="no column 'success_after'"):
+        plot_against_env_steps(paths, tmp_path / "x.png", column="success_after")
+    with pytest.raises(ValueError, match="1 labels for 2 runs"):
+        plot_against_env_steps(paths, tmp_path / "x.png", labels=["one"])
+    with pytest.raises(SystemExit):
+        main([str(p) for p in paths] + ["--output", str(tmp_path / "y.png")])  # two runs need --against-env-steps
+    main([str(p) for p in paths] + ["--output", str(tmp_path / "y.png"), "--against-env-steps", "--log-x"])
+    assert (tmp_path / "y.png").read_bytes().startswith(b"\x89PNG")

@@ -33,7 +33,8 @@ with quiet_interrupt("report.py"):
     from maml_rl.config.loading import ConfigError
     from maml_rl.app.plotting import plot_iqm_curves
     from maml_rl.app.report_runs import distinct_runs, find_run_folders
-    from maml_rl.app.reports import ReportError, compare, comparison_problem, format_report, load_run, summarise
+    from maml_rl.app.reports import (ReportError, compare, comparison_problem, curves, format_report, load_run,
+                                     summarise)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     if args.plot:
         try:
-            plot_iqm_curves(summaries, args.plot, min(args.reps, 2_000), args.seed)
+            reps = min(args.reps, 2_000)
+            plot_iqm_curves([(s.env, s.label, len(s.runs), curves(s, reps=reps, seed=args.seed)) for s in summaries],
+                            args.plot)
         except ImportError:
             raise ConfigError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
         print(f"curves written to {args.plot}", file=sys.stderr)

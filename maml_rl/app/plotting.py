@@ -109,17 +109,16 @@ def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> 
     plt.close(fig)
 
 
-def plot_iqm_curves(summaries: Sequence[Any], output: str | Path, reps: int, seed: int) -> None:
-    """report.py's ``--plot``: each group's training curve over its seeds as IQM with a 95% band, one panel per env."""
-    from maml_rl.app.reports import curves
-
+def plot_iqm_curves(groups: Sequence[Any], output: str | Path) -> None:
+    """report.py's ``--plot``: each group's training curve over its seeds as IQM with a 95% band, one panel
+    per env. ``groups``: ``(env, label, seeds, curve)`` with ``curve`` as ``maml_rl.app.reports.curves``
+    returns it (``env_steps``, ``iqm``, ``low``, ``high``)."""
     plt = _pyplot()
-    envs = list(dict.fromkeys(s.env for s in summaries))
+    envs = list(dict.fromkeys(g[0] for g in groups))
     figure, axes = plt.subplots(1, len(envs), figsize=(7 * len(envs), 4.5), squeeze=False)
     for ax, env in zip(axes[0], envs):
-        for s in (s for s in summaries if s.env == env):
-            c = curves(s, reps=reps, seed=seed)
-            ax.plot(c["env_steps"], c["iqm"], label=f"{s.label} ({len(s.runs)} seeds)")
+        for _, label, seeds, c in (g for g in groups if g[0] == env):
+            ax.plot(c["env_steps"], c["iqm"], label=f"{label} ({seeds} seeds)")
             ax.fill_between(c["env_steps"], c["low"], c["high"], alpha=0.25)
         ax.set(title=env, xlabel="env steps", ylabel="return after adaptation (IQM, 95% CI)")
         ax.legend(loc="lower right", fontsize="small")

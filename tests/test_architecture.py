@@ -18,7 +18,6 @@ MAX_FACADE_LINES = 320
 SAMPLER_LAYERS = {
     "maml_rl.samplers.sampler": 4,
     "maml_rl.samplers.trajectories": 4,
-    "maml_rl.samplers.trial_requests": 4,
     "maml_rl.samplers.exclusive": 4,
     "maml_rl.samplers.inspection": 4,
     "maml_rl.samplers.conditioning": 4,

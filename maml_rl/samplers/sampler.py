@@ -27,12 +27,12 @@ from .rollout.actions import check_policy
 from .errors import SamplerClosedError
 from .exclusive import OneCallAtATime
 from .inspection import SamplerInspection
-from .rollout.request import ActionMode, ParamsArg, RolloutRequest, TaskParams, Trial, check_tasks_picklable
+from .rollout.request import ActionMode, ParamsArg, RolloutRequest, TaskParams, check_tasks_picklable
+from .rollout.trial import Trial, refuse_recurrent, trial_request
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
 from .conditioning import check_conditioning_size, checked_conditioning
 from .trajectories import check_outputs, to_episodes, to_transitions, to_trials
-from .trial_requests import refuse_recurrent, trial_request
 
 class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     """Samples batches of episodes for many tasks at once, in parallel.

@@ -12,7 +12,7 @@ from maml_rl.data.transitions import Transitions
 from maml_rl.data.trials import TrialBatch
 
 from .errors import EnvOutputError
-from .rollout.request import Trial
+from .rollout.trial import Trial
 from .settings.workload import Workload
 from .workers.buffers import EndReason, Trajectories
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Optional
 
 import numpy as np
@@ -15,27 +14,7 @@ from ..errors import EnvOutputError, PolicyOutputError
 from ..workers.buffers import BufferSpec
 from .noise import actions_from_noise
 from .request import RolloutRequest
-
-
-@contextlib.contextmanager
-def rollout_torch_settings():
-    """Torch settings for the per-step policy calls, restored afterwards.
-
-    The workers keep the other cores busy, so torch's intra-op threads would
-    wait on each other far longer than the small per-step matmuls take (a
-    4x5x64 bmm: 7.8 ms with 2 threads under load, 9 us with one). And the
-    distributions are only read for their parameters, so validating their
-    arguments at every step (half the cost of a policy call at 40 slots)
-    buys nothing.
-    """
-    threads, validate = torch.get_num_threads(), Distribution._validate_args
-    torch.set_num_threads(1)
-    Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        Distribution.set_default_validate_args(validate)
+from .torch_settings import rollout_torch_settings
 
 
 def task_seed(seed: Optional[int], task: int) -> Optional[int]:

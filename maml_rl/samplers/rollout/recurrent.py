@@ -15,7 +15,8 @@ from ..errors import PolicyOutputError
 from ..workers.buffers import BufferSpec, BufferViews
 from .actions import ActionFunction, task_seed
 from .noise import actions_from_noise
-from .request import RolloutRequest, TrialInputs
+from .request import RolloutRequest
+from .trial import TrialInputs
 
 
 class RecurrentActionFunction(ActionFunction):

@@ -12,6 +12,8 @@ import numpy as np
 
 from maml_rl.policies.task_params import ParamsArg, TaskParams
 
+from .trial import Trial, TrialInputs, TrialStart
+
 __all__ = ["ActionMode", "ParamsArg", "RolloutRequest", "TaskParams", "Trial", "TrialInputs", "TrialStart",
            "check_tasks_picklable"]
 
@@ -59,55 +61,6 @@ class ActionMode(str, enum.Enum):
         except ValueError:
             raise ValueError(f"{argument}={value!r}: use 'sample' (draw from the policy) or 'mean' "
                              "(its most likely action, for evaluation)") from None
-
-
-class TrialInputs(str, enum.Enum):
-    """What a recurrent policy sees at each step of a trial."""
-
-    RL2 = "rl2"  # observation, previous action, previous reward (scaled), previous done flag
-    OBSERVATIONS = "observations"  # the observation only
-
-    @classmethod
-    def parse(cls, value: Any) -> "TrialInputs":
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(f"inputs={value!r}: use 'rl2' (observation, previous action, reward and done flag) "
-                             "or 'observations'") from None
-
-
-@dataclass(frozen=True)
-class TrialStart:
-    """Where trials continue from, one row per slot of the whole call: the
-    policy's state and the previous action, reward and done flag its first
-    input sees (a finished trial's last ones, for Meta-World's evaluation
-    protocol). numpy arrays, so that they travel to Ray actors as they are."""
-
-    state: np.ndarray  # [S, *state_shape]
-    actions: np.ndarray  # [S, *act]
-    rewards: np.ndarray  # [S]
-    dones: np.ndarray  # [S]
-
-
-@dataclass(frozen=True)
-class Trial:
-    """How the slots of a trial rollout run: ``episodes`` episodes each, back to back.
-
-    :param episodes: episodes per trial (each slot resets its env after each, and
-        a recurrent policy keeps its state across those resets).
-    :param recurrent: the policy is recurrent (``initial_state`` and ``step``).
-    :param inputs: what a recurrent policy sees (:class:`TrialInputs`).
-    :param reward_scale: factor of the previous reward in RL²'s inputs.
-    :param chunk: record a recurrent policy's state every ``chunk`` steps (BPTT chunk starts).
-    :param start: continue from these states instead of the policy's initial state.
-    """
-
-    episodes: int = 1
-    recurrent: bool = False
-    inputs: TrialInputs = TrialInputs.RL2
-    reward_scale: float = 1.0
-    chunk: Optional[int] = None
-    start: Optional[TrialStart] = None
 
 
 @dataclass(frozen=True)

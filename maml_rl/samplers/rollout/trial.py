@@ -1,19 +1,74 @@
-"""The checks and the request of ``MultiTaskSampler.rollout_trials``: trials of
-several episodes per slot, for recurrent policies (RL²) and feed-forward ones."""
+"""A trial rollout (``MultiTaskSampler.rollout_trials``): several episodes per slot, for recurrent
+policies (RL²) and feed-forward ones. Its types, the checks of its arguments and the recurrent probe."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Union
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
 from maml_rl.policies.recurrent import is_recurrent, rl2_input_size
 
-from .errors import PolicyOutputError
-from .rollout.actions import rollout_torch_settings
-from .rollout.request import Trial, TrialInputs, TrialStart
-from .workers.buffers import BufferSpec
+from ..errors import PolicyOutputError
+from ..workers.buffers import BufferSpec
+from .torch_settings import rollout_torch_settings
+
+__all__ = ["Trial", "TrialInputs", "TrialStart", "check_recurrent_policy", "make_trial", "refuse_recurrent",
+           "trial_request", "trial_start"]
+
+
+class TrialInputs(str, enum.Enum):
+    """What a recurrent policy sees at each step of a trial."""
+
+    RL2 = "rl2"  # observation, previous action, previous reward (scaled), previous done flag
+    OBSERVATIONS = "observations"  # the observation only
+
+    @classmethod
+    def parse(cls, value: Any) -> "TrialInputs":
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"inputs={value!r}: use 'rl2' (observation, previous action, reward and done flag) "
+                             "or 'observations'") from None
+
+
+@dataclass(frozen=True)
+class TrialStart:
+    """Where trials continue from, one row per slot of the whole call: the
+    policy's state and the previous action, reward and done flag its first
+    input sees (a finished trial's last ones, for Meta-World's evaluation
+    protocol). numpy arrays, so that they travel to Ray actors as they are."""
+
+    state: np.ndarray  # [S, *state_shape]
+    actions: np.ndarray  # [S, *act]
+    rewards: np.ndarray  # [S]
+    dones: np.ndarray  # [S]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """How the slots of a trial rollout run: ``episodes`` episodes each, back to back.
+
+    :param episodes: episodes per trial (each slot resets its env after each, and
+        a recurrent policy keeps its state across those resets).
+    :param recurrent: the policy is recurrent (``initial_state`` and ``step``).
+    :param inputs: what a recurrent policy sees (:class:`TrialInputs`).
+    :param reward_scale: factor of the previous reward in RL²'s inputs.
+    :param chunk: record a recurrent policy's state every ``chunk`` steps (BPTT chunk starts).
+    :param start: continue from these states instead of the policy's initial state.
+    """
+
+    episodes: int = 1
+    recurrent: bool = False
+    inputs: TrialInputs = TrialInputs.RL2
+    reward_scale: float = 1.0
+    chunk: Optional[int] = None
+    start: Optional[TrialStart] = None
+
 
 RECURRENT_NEEDED = ("a recurrent policy is a torch.nn.Module with is_recurrent = True, state_shape, "
                     "initial_state(n, device=None) and step(inputs, state) -> (Distribution, next_state) "

@@ -47,6 +47,14 @@ RUNS = {
     "rl2-ml1-push-tiny": ("configs/rl2/metaworld/ml1-push.yaml",
                           ["--num-workers", "0", "--set", "meta-batch-size=2",
                            "--set", "env-kwargs.max_episode_steps=20"]),
+    "pearl-nav-tiny-2workers": ("configs/pearl/2d-navigation.yaml",
+                                ["--num-workers", "2", "--set", "hidden-sizes=[32,32]",
+                                 "--set", "context-hidden-sizes=[32,32]", "--set", "num-train-tasks=4",
+                                 "--set", "meta-batch-size=2", "--set", "num-initial-steps=40",
+                                 "--set", "num-steps-prior=40", "--set", "num-extra-rl-steps-posterior=40",
+                                 "--set", "num-train-steps-per-itr=5", "--set", "tasks-per-update=2",
+                                 "--set", "sac-batch-size=16", "--set", "embedding-batch-size=8",
+                                 "--set", "eval-trajectories=1"]),
 }
 
 

@@ -87,6 +87,14 @@ def leftover_semaphores(names):
     return sorted(name for name in names if os.path.exists(name))
 
 
+# A test runner started under nohup (SIGHUP ignored) or in a non-interactive shell's background (SIGINT
+# ignored) passes the ignored signals on through fork and exec, and train.py rightly keeps an ignored
+# SIGHUP ignored; so each script starts with both at their defaults, as a terminal's process does.
+DEFAULT_SIGNALS = ("import os, signal, sys; "
+                   "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGHUP, signal.SIGINT)]; "
+                   "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
+
+
 class Script:
     """A Python script in a subprocess, its stdout read line by line and its
     stderr gathered in the background as it comes (progress bars end their
@@ -96,7 +104,7 @@ class Script:
         # Inherited by every process the script starts, even one orphaned later.
         self.marker = f"{MARKER}={uuid.uuid4().hex}".encode()
         self.process = subprocess.Popen(
-            [sys.executable, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-c", DEFAULT_SIGNALS, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=cwd, start_new_session=new_session, env={**os.environ, MARKER: self.marker.split(b"=")[1].decode()},
         )
         self._stderr = []

@@ -106,8 +106,9 @@ class ActionFunction:
             request.conditioning.reshape(self.num_tasks * self.batch_size, -1), dtype=torch.float32,
             device=self.device)
         # Stacked per-task parameters in one batched call, or a loop over tasks.
-        self.params = params
         self.batched = params.batched(policy) if getattr(policy, "supports_batched_params", False) else None
+        # Each task's parameters (None: the policy's own), looked up once rather than at every step.
+        self.per_task = [params.row_of(k) for k in range(self.num_tasks)]
 
     @torch.no_grad()
     def __call__(self, observations: np.ndarray, noise: torch.Tensor, t: int, times=None,
@@ -130,8 +131,7 @@ class ActionFunction:
             return self._shaped(actions_from_noise(distribution, noise, seed, self.mode), len(observations)).numpy()
         B = self.batch_size
         parts = []
-        for k in range(self.num_tasks):
-            p = self.params.row_of(k)
+        for k, p in enumerate(self.per_task):
             rows = obs[k * B:(k + 1) * B].clone() if k else obs[:B]  # each task's rows aligned alike
             distribution = self.policy(rows) if p is None else self.policy(rows, params=p)
             self._check_shape(distribution, B, t, k)

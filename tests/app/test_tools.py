@@ -75,3 +75,64 @@ def test_step_audit_set_changes_the_meta_update_only(tmp_path, capsys, small_con
     assert strip(small)[1:] != strip(plain)[1:]
     with pytest.raises(ValueError, match="max-kll"):
         audit.main([str(checkpoint), "--set", "max-kll=0.1"])
+
+
+def test_rl2_trial_profile_reads_episodes_by_hand():
+    """Two trials of two 3-step episodes, every value written out by hand."""
+    import numpy as np
+
+    from maml_rl.data.trials import TrialBatch
+
+    profile = load_tool("rl2_trial_profile")
+    rewards = np.array([[1, 10], [2, 20], [3, 30], [4, 40], [5, 50], [6, 60]], dtype=np.float32)
+    success = np.array([[0, 1], [1, 0], [1, 0], [0, 0], [0, 0], [0, 1]], dtype=np.float32)
+    dones = np.zeros((6, 2), dtype=np.uint8)
+    dones[2] = dones[5] = 2  # each episode cut at its third step
+    batch = TrialBatch(np.zeros((6, 2, 1)), np.zeros((6, 2, 1)), rewards, [6, 6], dones=dones, episodes_per_trial=2,
+                       infos={"success": success})
+    episodes = profile.episode_profile(batch, 2)
+    assert [[row["first"] for row in rows] for rows in episodes] == [[1, 0], [None, 2]]
+    assert [list(row["rewards"]) for row in episodes[1]] == [[4, 5, 6], [40, 50, 60]]
+    (k0, rate0, first0, early0, _), (k1, rate1, first1, early1, _) = profile.summarise([episodes], 2)
+    assert (k0, rate0, first0, early0) == (0, 1.0, 0.5, 11.0)  # median of steps 1 and 0; (2 + 20) / 2
+    assert (k1, rate1, first1, early1) == (1, 0.5, 2.0, 27.5)  # (5 + 50) / 2
+    # Two goals alike: the gain of the first 100 steps, episode 1 minus 0, is 27.5 - 11 each, with no spread.
+    assert profile.early_gain([episodes, episodes], 2) == (16.5, 0.0)
+
+
+@pytest.mark.metaworld
+def test_rl2_trial_profile_matches_test_py_trials(tmp_path, capsys):
+    """The profile's success per episode is test.py's trial rows on the same seed, with the reward in the
+    input and with it zeroed (test.py on a copy of the config with reward-scale 0)."""
+    pytest.importorskip("metaworld")
+    import numpy as np
+
+    from helpers.scripts import evaluate
+
+    run = tmp_path / "run"
+    train.main(["--config", "configs/rl2/metaworld/ml1-reach.yaml", "--output-folder", str(run), "--seed", "1",
+                "--num-workers", "0", "--set", "num-batches=1", "--set", "meta-batch-size=2",
+                "--set", "episodes-per-trial=3", "--set", "env-kwargs.max_episode_steps=20",
+                "--set", "hidden-sizes=[16]", "--set", "gru-size=16", "--set", "bptt-chunk=20",
+                "--set", "bptt-overlap=5", "--set", "ppo-epochs=1"])
+    blind = json.loads((run / "config.json").read_text())
+    blind["reward-scale"] = 0.0
+    (run / "config-blind.json").write_text(json.dumps(blind))
+    capsys.readouterr()
+    load_tool("rl2_trial_profile").main([str(run), "--seed", "2"])
+    out = capsys.readouterr().out
+    assert out.startswith(f"{run}: 50 test goals, one trial of 3 episodes each")
+    tables = [part.split("\n", 2)[2] for part in out.split("\n\n")[1:]]
+    # Per episode: success rate and the mean reward of steps 0-99 (here the whole 20-step episode).
+    rows = [[line.split("|") for line in table.splitlines()[:3]] for table in tables]
+    printed = [[(float(r[1].strip().rstrip("%")), float(r[3])) for r in table] for table in rows]
+    for config, column in (("config.json", printed[0]), ("config-blind.json", printed[1])):
+        results = evaluate.main(["--config", str(run / config), "--policy", str(run / "policy.th"), "--all-tasks",
+                                 "--meta-batch-size", "50", "--seed", "2", "--num-workers", "0",
+                                 "--output", str(tmp_path / f"{config}.npz")])
+        success = [round(100 * rate, 1) for rate in results["success_per_step"][:3].mean(axis=1)]
+        reward = results["returns_per_step"][:3].mean(axis=1) / 20
+        assert [s for s, _ in column] == success
+        assert np.allclose([r for _, r in column], reward, rtol=0, atol=1e-3), (column, reward)
+    assert "episode 2 minus episode 0, per goal" in tables[0]
+    assert [r for _, r in printed[0]] != [r for _, r in printed[1]]  # the reward input changed the trials

@@ -30,6 +30,7 @@ from maml_rl.samplers import MultiTaskSampler  # noqa: E402
 
 def episode_profile(batch, episodes: int) -> list[dict]:
     """Per episode index of one task's trials: success flags, first-success steps and rewards per step."""
+    batch.episode_success()  # the trials' own check: a clear error where the env reports no success
     rewards = batch.rewards.cpu().numpy()  # [T, B]
     success = batch.infos["success"].cpu().numpy() != 0
     index = batch.episode_index.cpu().numpy()
@@ -45,12 +46,19 @@ def episode_profile(batch, episodes: int) -> list[dict]:
     return out
 
 
+def early_reward(rows: list[dict]) -> float:
+    """Mean over the rows (episodes) of the reward per step in their first 100 steps."""
+    return float(np.mean([r["rewards"][:100].mean() for r in rows]))
+
+
 def summarise(profiles: list, episodes: int) -> list[tuple]:
+    """Per episode index, pooled over goals: (index, success rate, median first-success step,
+    reward per step in steps 0-99, reward per step in the last 100 steps)."""
     lines = []
     for k in range(episodes):
         rows = [row for task in profiles for row in task[k]]
         firsts = [r["first"] for r in rows if r["first"] is not None]
-        early = np.mean([r["rewards"][:100].mean() for r in rows])
+        early = early_reward(rows)
         late = np.mean([r["rewards"][-100:].mean() for r in rows])
         lines.append((k, len(firsts) / len(rows), np.median(firsts) if firsts else float("nan"), early, late))
     return lines
@@ -58,8 +66,7 @@ def summarise(profiles: list, episodes: int) -> list[tuple]:
 
 def early_gain(profiles: list, episodes: int) -> tuple[float, float]:
     """Mean reward of the first 100 steps, last episode minus first, per goal: its mean and standard error."""
-    per_goal = [np.mean([r["rewards"][:100].mean() for r in task[episodes - 1]])
-                - np.mean([r["rewards"][:100].mean() for r in task[0]]) for task in profiles]
+    per_goal = [early_reward(task[episodes - 1]) - early_reward(task[0]) for task in profiles]
     return float(np.mean(per_goal)), float(np.std(per_goal, ddof=1) / np.sqrt(len(per_goal)))
 
 

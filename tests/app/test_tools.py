@@ -98,6 +98,10 @@ def test_rl2_trial_profile_reads_episodes_by_hand():
     assert (k1, rate1, first1, early1) == (1, 0.5, 2.0, 27.5)  # (5 + 50) / 2
     # Two goals alike: the gain of the first 100 steps, episode 1 minus 0, is 27.5 - 11 each, with no spread.
     assert profile.early_gain([episodes, episodes], 2) == (16.5, 0.0)
+    # Trials of an env that reports no success: the trials' own message, naming the fix.
+    blind = TrialBatch(np.zeros((6, 2, 1)), np.zeros((6, 2, 1)), rewards, [6, 6], dones=dones, episodes_per_trial=2)
+    with pytest.raises(KeyError, match="carry no info 'success'.*info_keys"):
+        profile.episode_profile(blind, 2)
 
 
 @pytest.mark.metaworld

@@ -129,6 +129,49 @@ def test_pearl_refuses_a_sampler_without_z_and_foreign_tasks():
         MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 10}, 1, policy, seed=1, num_workers=0)
 
 
+def test_pearl_collects_and_evaluates_where_its_weights_are():
+    """The sampler runs the policy on the learner's device in collection and evaluation, whatever ``device``
+    the caller passes (a CUDA learner that let the sampler default to the CPU failed at its first step)."""
+    import gymnasium as gym
+
+    import maml_rl.envs  # noqa: F401
+    from maml_rl.config.loading import validate_config
+    from maml_rl.metalearners import PEARL
+    from maml_rl.samplers import MultiTaskSampler
+
+    config = validate_config({**TINY, "seed": 1})
+    env = gym.make("2DNavigation-v0", max_episode_steps=10)
+    policy = PEARL.make_policy(env, config)
+    learner = PEARL.from_config(policy, config, device="cpu")
+    devices = []
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 10}, 1, policy, seed=1, num_workers=0,
+                          conditioning_size=3) as sampler:
+        real = sampler.rollout_transitions
+
+        def recording(*args, **kwargs):
+            devices.append(kwargs.get("device"))
+            return real(*args, **kwargs)
+
+        sampler.rollout_transitions = recording
+        learner.sample(sampler, learner.sample_tasks(sampler, 2), device="not-a-device")
+        collections = len(devices)
+        learner.evaluate(sampler, sampler.sample_tasks(2), device="not-a-device")
+    assert collections >= 2 and len(devices) == collections + TINY["eval-trajectories"]
+    assert all(d == torch.device("cpu") for d in devices), devices
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_pearl_trains_resumes_and_evaluates_on_cuda(tmp_path):
+    config = config_file(tmp_path, **{"num-batches": 1})
+    train(tmp_path / "run", "--config", str(config), "--seed", "3", "--device", "cuda")
+    train(tmp_path / "run", "--resume", "--num-batches", "2", "--device", "cuda")
+    for device in ("cuda", "cpu"):
+        done = subprocess.run([sys.executable, str(ROOT / "test.py"), "--config", str(tmp_path / "run" / "config.json"),
+                               "--meta-batch-size", "2", "--num-batches", "1", "--num-workers", "0",
+                               "--device", device], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_pearl_configs_are_checked(tmp_path):
     from maml_rl.config.loading import ConfigError, validate_config
 

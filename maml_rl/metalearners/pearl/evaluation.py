@@ -31,7 +31,7 @@ def online_adaptation(learner: Any, sampler: Any, tasks: List[Any], actions: str
     for stage in range(stages):
         with torch.no_grad():
             z = posterior.sample(generator).reshape(K, B, latent)
-        collected = sampler.rollout_transitions(tasks, conditioning=z, actions=actions)
+        collected = sampler.rollout_transitions(tasks, conditioning=z, actions=actions, device=learner.device)
         for k, transitions in enumerate(collected):
             episodes = transitions.split_episodes()  # one per slot, in slot order
             for b, episode in enumerate(episodes):

@@ -157,7 +157,8 @@ class PEARL(MetaLearner):
 
     def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
                device: str | torch.device = "cpu") -> TransitionBatch:
-        """This iteration's collection (every training task's initial one first, on the first call)."""
+        """This iteration's collection (every training task's initial one first, on the first call). The
+        sampler runs the policy on the learner's device, where its weights are (``device`` is not used)."""
         if getattr(sampler, "conditioning_size", 0) != self.latent_size:
             raise ValueError(f"PEARL conditions its policy on z: build the sampler with conditioning_size="
                              f"{self.latent_size} (PEARL.sampler_options(config))")
@@ -207,7 +208,8 @@ class PEARL(MetaLearner):
                     z = self.posterior(self.context(active)).sample(self.generator, per_task=sampler.batch_size)
                 else:
                     z = torch.randn((len(active), sampler.batch_size, self.latent_size), generator=self.generator)
-            collected = sampler.rollout_transitions([self.train_tasks[i] for i in active], conditioning=z.cpu())
+            collected = sampler.rollout_transitions([self.train_tasks[i] for i in active], conditioning=z.cpu(),
+                                                    device=self.device)
             for i, transitions in zip(active, collected):
                 self.replay[i].add(transitions)
                 if for_encoder:
@@ -296,7 +298,8 @@ class PEARL(MetaLearner):
                  evaluation_episodes: int = 1) -> Evaluation:
         """Oyster's online adaptation (``collect_paths``), every slot a run of its own: ``eval-trajectories``
         trajectories per task, z drawn from the prior until ``num-exp-traj-eval`` have been collected, then
-        from the posterior of every transition the slot has seen. Stages are the trajectories."""
+        from the posterior of every transition the slot has seen. Stages are the trajectories. The policy runs
+        on the learner's device (``device`` is not used)."""
         from .evaluation import online_adaptation
 
         return online_adaptation(self, sampler, list(tasks), actions)

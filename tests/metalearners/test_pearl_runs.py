@@ -109,18 +109,23 @@ def test_test_py_writes_the_return_of_every_trajectory(tmp_path):
     assert record["settings"]["eval-trajectories"] == 3 and record["settings"]["num-exp-traj-eval"] == 1
 
 
-def test_pearl_refuses_a_sampler_without_z_and_foreign_tasks():
+def tiny_policy_and_learner():
+    """TINY's PEARL policy and learner on 2D navigation with 10-step episodes, seed 1."""
     import gymnasium as gym
 
     import maml_rl.envs  # noqa: F401
     from maml_rl.config.loading import validate_config
     from maml_rl.metalearners import PEARL
-    from maml_rl.samplers import MultiTaskSampler
 
     config = validate_config({**TINY, "seed": 1})
-    env = gym.make("2DNavigation-v0", max_episode_steps=10)
-    policy = PEARL.make_policy(env, config)
-    learner = PEARL.from_config(policy, config)
+    policy = PEARL.make_policy(gym.make("2DNavigation-v0", max_episode_steps=10), config)
+    return policy, PEARL.from_config(policy, config, device="cpu")
+
+
+def test_pearl_refuses_a_sampler_without_z_and_foreign_tasks():
+    from maml_rl.samplers import MultiTaskSampler
+
+    policy, learner = tiny_policy_and_learner()
     with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 10}, 1, policy, seed=1, num_workers=0,
                           conditioning_size=3) as sampler:
         with pytest.raises(ValueError, match="pass what learner.sample_tasks"):
@@ -132,17 +137,9 @@ def test_pearl_refuses_a_sampler_without_z_and_foreign_tasks():
 def test_pearl_collects_and_evaluates_where_its_weights_are():
     """The sampler runs the policy on the learner's device in collection and evaluation, whatever ``device``
     the caller passes (a CUDA learner that let the sampler default to the CPU failed at its first step)."""
-    import gymnasium as gym
-
-    import maml_rl.envs  # noqa: F401
-    from maml_rl.config.loading import validate_config
-    from maml_rl.metalearners import PEARL
     from maml_rl.samplers import MultiTaskSampler
 
-    config = validate_config({**TINY, "seed": 1})
-    env = gym.make("2DNavigation-v0", max_episode_steps=10)
-    policy = PEARL.make_policy(env, config)
-    learner = PEARL.from_config(policy, config, device="cpu")
+    policy, learner = tiny_policy_and_learner()
     devices = []
     with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 10}, 1, policy, seed=1, num_workers=0,
                           conditioning_size=3) as sampler:

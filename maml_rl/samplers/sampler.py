@@ -158,7 +158,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         *,
         gamma: float = DEFAULTS.gamma,
         gae_lambda: float = DEFAULTS.gae_lambda,
-        device: Union[str, torch.device] = "cpu",
+        device: Union[str, torch.device, None] = None,
         averaging: str = DEFAULTS.loss_averaging,
         actions: str = "sample",
         conditioning: Any = None,
@@ -171,6 +171,8 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
             per task.
         :param conditioning: with ``conditioning_size``, ``[K, d]`` or ``[K, B, d]`` numbers the policy
             reads after each observation.
+        :param device: where the episodes' tensors go and the in-process policy runs; ``None``
+            (the default): where the policy's parameters are.
         :param actions: ``"sample"`` draws from the policy; ``"mean"`` takes
             its most likely action (Normal mean, categorical mode) at every
             step, for evaluation. Such episodes are marked
@@ -185,6 +187,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         tasks = list(tasks)
         if not tasks and not self.closed:
             raise ValueError("rollout() needs at least one task")
+        device = self._device(device)
         with self._in_use("rollout"):
             episodes = self._run(tasks, params, device, actions, Trial(), conditioning,
                                  lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
@@ -195,7 +198,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     def rollout_trials(self, tasks: Sequence[Any], episodes_per_trial: int, *, params: ParamsArg = None,
                        start=None, actions: str = "sample", inputs: str = "rl2", reward_scale: float = 1.0,
                        chunk: Optional[int] = None, gamma: float = DEFAULTS.gamma,
-                       device: Union[str, torch.device] = "cpu", conditioning: Any = None) -> List[TrialBatch]:
+                       device: Union[str, torch.device, None] = None, conditioning: Any = None) -> List[TrialBatch]:
         """Roll out ``batch_size`` trials of each task: ``episodes_per_trial``
         episodes back to back per slot, the env reset (with its next seed)
         whenever an episode ends, a recurrent policy's state kept across those
@@ -214,13 +217,14 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         tasks = list(tasks)
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes_per_trial, inputs,
                               reward_scale, chunk, start, self.batch_size, self._checked_inputs)
+        device = self._device(device)
         with self._in_use("rollout_trials"):
             return self._run(tasks, params, device, actions, trial, conditioning,
                              lambda trajectories: to_trials(trajectories, tasks, self.workload, gamma, device, trial))
 
     def rollout_transitions(self, tasks: Sequence[Any], params: ParamsArg = None, *, episodes: int = 1,
                             conditioning: Any = None, actions: str = "sample",
-                            device: Union[str, torch.device] = "cpu") -> List[Transitions]:
+                            device: Union[str, torch.device, None] = None) -> List[Transitions]:
         """Roll out ``episodes`` episodes back to back in each of a task's ``batch_size`` slots and
         return each task's steps as :class:`~maml_rl.data.transitions.Transitions` (with next
         observations, the final one of a truncated episode included, for off-policy learners).
@@ -229,9 +233,18 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         refuse_recurrent(self.policy, "rollout_transitions")
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes, "observations", 1.0,
                               None, None, self.batch_size, self._checked_inputs)
+        device = self._device(device)
         with self._in_use("rollout_transitions"):
             return self._run(tasks, params, device, actions, trial, conditioning,
                              lambda trajectories: to_transitions(trajectories, tasks, self.workload, device))
+
+    def _device(self, device):
+        """``device``, or (``None``) the device of the policy's parameters: a policy moved to a GPU
+        samples there without being told (the CPU for a policy without parameters)."""
+        if device is not None:
+            return device
+        parameters = self.policy.parameters() if isinstance(self.policy, torch.nn.Module) else ()
+        return next((p.device for p in parameters), torch.device("cpu"))
 
     def _run(self, tasks: List[Any], params: ParamsArg, device, actions: str, trial: Trial, conditioning, assemble):
         """One rollout of ``tasks`` through the backend; ``assemble(trajectories)``

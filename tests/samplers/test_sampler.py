@@ -4,6 +4,7 @@ import functools
 import multiprocessing as mp
 import pickle
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -251,3 +252,29 @@ def test_state_dict_resumes_exactly():
         got = episode_arrays(*sample_adapt_sample(resumed, resumed_tasks, num_steps=1))
     assert all(np.array_equal(a["goal"], b["goal"]) for a, b in zip(tasks, resumed_tasks))
     assert_identical(expected, got)
+
+
+def test_rollouts_default_to_the_device_of_the_policy():
+    """Without ``device=`` every rollout method places its batches where the policy's parameters are
+    (a policy moved to a GPU samples there untold); a ``device=`` given still wins."""
+    torch.manual_seed(0)
+    policy = NormalMLPPolicy(2, 2, hidden_sizes=(8,))
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 3}, 2, policy, seed=1, num_workers=0) as sampler:
+        tasks = sampler.sample_tasks(2)
+        assert sampler.rollout(tasks)[0].observations.device == torch.device("cpu")
+        assert sampler.rollout_transitions(tasks)[0].observations.device == torch.device("cpu")
+        assert sampler.rollout_trials(tasks, 2)[0].observations.device == torch.device("cpu")
+        policy.to("meta")  # what the default reads, without a GPU here
+        assert sampler._device(None) == torch.device("meta")
+        assert sampler._device("cpu") == "cpu"
+    assert MultiTaskSampler._device(SimpleNamespace(policy=None), None) == torch.device("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_policy_samples_on_cuda_without_being_told():
+    torch.manual_seed(0)
+    policy = NormalMLPPolicy(2, 2, hidden_sizes=(8,)).to("cuda")
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 3}, 2, policy, seed=1, num_workers=0) as sampler:
+        tasks = sampler.sample_tasks(2)
+        for batch in (sampler.rollout(tasks)[0], sampler.rollout_transitions(tasks)[0]):
+            assert batch.observations.device.type == "cuda"

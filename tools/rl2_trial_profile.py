@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, reward_scale in (("reward in the input", scale), ("reward input zeroed", 0.0)):
         # A fresh sampler per condition: the same env seeds and the same first draws in both.
         with MultiTaskSampler(config["env-name"], env_kwargs, 1, policy, seed=args.seed, num_workers=0) as sampler:
-            batches = sampler.rollout_trials(tasks, episodes, reward_scale=reward_scale)
+            batches = sampler.rollout_trials(tasks, episodes, reward_scale=reward_scale, inputs=config["trial-inputs"])
         profiles = [episode_profile(b, episodes) for b in batches]
         print(f"\n{name} (reward-scale {reward_scale}):")
         print("episode | success | median first-success step | mean reward, steps 0-99 | last 100 steps")

@@ -150,6 +150,14 @@ RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
                    "The GRU policy's Gaussian head: \"linear\", a linear mean and a learned state-independent "
                    "log-std; \"tanh\", metaworld-algorithms' head, mean and log-std both network outputs "
                    "passed through tanh."),
+    Hyperparameter("gru-init", str, "pytorch", choice("pytorch", "xavier"),
+                   "The GRU's initial weights: \"pytorch\", the recurrent weights orthogonal as one matrix, the "
+                   "input weights and biases PyTorch's; \"xavier\", metaworld-algorithms', per gate Xavier-uniform "
+                   "input and orthogonal recurrent weights, zero biases."),
+    Hyperparameter("trial-inputs", str, "rl2", choice("rl2", "rl2-autoreset"),
+                   "What the policy sees after an episode's end: \"rl2\", the previous action, scaled reward and a "
+                   "done flag of 1; \"rl2-autoreset\", zeros for the three, as Meta-World's autoreset shows them "
+                   "to metaworld-algorithms' RL².", argument="trial_inputs"),
     Hyperparameter("baseline-inputs", str, "observations", choice("observations", "policy-inputs"),
                    "The linear baseline's features: the observations, or the policy's whole input (observation, "
                    "previous action, scaled reward and done flag), as metaworld-algorithms.",

@@ -33,7 +33,7 @@ class TrialBatch(BatchEpisodes):
     :param final_state: ``[B, *state]``: its state after each trial's last step.
     :param start: ``(actions, rewards, dones)`` ``[B, ...]`` the previous values the
         trial's first input saw (zeros for a fresh trial; a discrete action -1, none).
-    :ivar inputs: what the policy saw, ``"rl2"`` or ``"observations"`` (set by the sampler).
+    :ivar inputs: what the policy saw, ``"rl2"``, ``"rl2-autoreset"`` or ``"observations"`` (set by the sampler).
     :ivar reward_scale: the factor of the previous reward in RL²'s input (set by the sampler).
     """
 
@@ -108,7 +108,8 @@ class TrialBatch(BatchEpisodes):
     def policy_inputs(self, reward_scale: Optional[float] = None) -> torch.Tensor:
         """``[T, B, in]`` RL²'s input at every step, as the sampler built it: the
         observation and the previous step's action, scaled reward and done flag
-        (``start``'s at step 0); ``reward_scale`` defaults to the one sampled with."""
+        (``start``'s at step 0), zero after an episode's end with ``"rl2-autoreset"``;
+        ``reward_scale`` defaults to the one sampled with."""
         if reward_scale is None:
             reward_scale = self.reward_scale
         actions, rewards, dones = self.start
@@ -116,7 +117,7 @@ class TrialBatch(BatchEpisodes):
         prev_rewards = torch.cat([rewards.to(torch.float32).unsqueeze(0), self.rewards[:-1]])
         prev_dones = torch.cat([dones.to(torch.uint8).unsqueeze(0), self.dones[:-1]])
         return rl2_inputs(self.observations, prev_actions, prev_rewards, prev_dones, self.num_categories,
-                          reward_scale)
+                          reward_scale, zero_after_done=self.inputs == "rl2-autoreset")
 
     def end_points(self) -> "tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]":
         """``(state, action, reward, done)`` after each trial's last step: where

@@ -67,7 +67,8 @@ class RL2PPO(MetaLearner):
                  normalize_advantages: bool = DEFAULTS.normalize_advantages,
                  gae_lambda: float = DEFAULTS.gae_lambda, update_per_chunk: bool = DEFAULTS.update_per_chunk,
                  bptt_overlap: int = DEFAULTS.bptt_overlap, baseline_inputs: str = DEFAULTS.baseline_inputs,
-                 target_kl: float | None = DEFAULTS.target_kl, seed: int = 0, device: str | torch.device = "cpu") -> None:
+                 target_kl: float | None = DEFAULTS.target_kl, trial_inputs: str = DEFAULTS.trial_inputs,
+                 seed: int = 0, device: str | torch.device = "cpu") -> None:
         if not is_recurrent(policy) or not hasattr(policy, "forward_trials"):
             raise TypeError(
                 f"RL2PPO trains a recurrent policy (is_recurrent = True, with forward_trials), got "
@@ -88,6 +89,8 @@ class RL2PPO(MetaLearner):
                              "update-per-chunk: true) or leave bptt-overlap at 0")
         if baseline_inputs not in ("observations", "policy-inputs"):
             raise ValueError(f"RL2PPO: baseline_inputs must be 'observations' or 'policy-inputs', got {baseline_inputs!r}")
+        if trial_inputs not in ("rl2", "rl2-autoreset"):
+            raise ValueError(f"RL2PPO: trial_inputs must be 'rl2' or 'rl2-autoreset', got {trial_inputs!r}")
         if target_kl is not None and not (isinstance(target_kl, (int, float)) and target_kl > 0):
             raise ValueError(f"RL2PPO: target_kl must be None or a number > 0, got {target_kl!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -99,7 +102,7 @@ class RL2PPO(MetaLearner):
         self.bptt_chunk, self.reward_scale = int(bptt_chunk), float(reward_scale)
         self.normalize_advantages, self.gae_lambda = bool(normalize_advantages), float(gae_lambda)
         self.update_per_chunk, self.bptt_overlap = bool(update_per_chunk), int(bptt_overlap)
-        self.baseline_inputs, self.seed = baseline_inputs, int(seed)
+        self.baseline_inputs, self.trial_inputs, self.seed = baseline_inputs, trial_inputs, int(seed)
         self.target_kl = None if target_kl is None else float(target_kl)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=1e-5)
         self.num_updates = 0
@@ -120,13 +123,14 @@ class RL2PPO(MetaLearner):
         return GRUPolicy(rl2_input_size(observation_size, action_size), action_size,
                          hidden_sizes=config["hidden-sizes"], state_size=config["gru-size"],
                          nonlinearity=config["nonlinearity"], categorical=discrete,
-                         head=config.get("action-head", DEFAULTS.action_head))
+                         head=config.get("action-head", DEFAULTS.action_head),
+                         gru_init=config.get("gru-init", DEFAULTS.gru_init))
 
     def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
                device: str | torch.device = "cpu") -> list[TrialBatch]:
         """This iteration's trials, as :meth:`step` needs them."""
         return sampler.rollout_trials(tasks, self.episodes_per_trial, reward_scale=self.reward_scale,
-                                      chunk=self.bptt_chunk, gamma=gamma, device=device)
+                                      inputs=self.trial_inputs, chunk=self.bptt_chunk, gamma=gamma, device=device)
 
     def update(self, batch: Sequence[TrialBatch]) -> StepLogs:
         return self.step(batch)
@@ -137,7 +141,7 @@ class RL2PPO(MetaLearner):
         """Meta-World's protocol (:func:`evaluate_trials`): stages are the trial's episodes, then the
         evaluation episodes; one value per task (``[stages, tasks, 1]``)."""
         returns, success = evaluate_trials(sampler, list(tasks), self.episodes_per_trial, self.reward_scale,
-                                           evaluation_episodes, actions, gamma, device)
+                                           evaluation_episodes, actions, gamma, device, inputs=self.trial_inputs)
         return Evaluation(returns[..., None], None if success is None else success[..., None])
 
     @classmethod
@@ -201,12 +205,12 @@ class RL2PPO(MetaLearner):
                 raise StaleEpisodesError("these trials took the policy's mean actions (evaluation); "
                                          "a policy-gradient step needs sampled ones")
             # The ratios are exact only on the inputs the policy saw and from the state it started in.
-            if batch.inputs != "rl2" or batch.reward_scale != self.reward_scale:
+            if batch.inputs != self.trial_inputs or batch.reward_scale != self.reward_scale:
                 raise StaleEpisodesError(
                     f"these trials were sampled with inputs={batch.inputs!r}, reward_scale={batch.reward_scale}; "
-                    f"this learner trains on RL²'s inputs with reward_scale={self.reward_scale}: sample them with "
-                    "learner.sample(sampler, tasks, gamma, device) or rollout_trials(..., inputs='rl2', "
-                    "reward_scale=learner.reward_scale)")
+                    f"this learner trains on inputs={self.trial_inputs!r} with reward_scale={self.reward_scale}: "
+                    "sample them with learner.sample(sampler, tasks, gamma, device) or rollout_trials(..., "
+                    "inputs=learner.trial_inputs, reward_scale=learner.reward_scale)")
             if batch.chunk_states is None:
                 raise StaleEpisodesError("these trials recorded no policy states: sample them with "
                                          "rollout_trials(..., chunk=learner.bptt_chunk) (learner.sample does)")
@@ -296,20 +300,23 @@ class RL2PPO(MetaLearner):
 
 
 def evaluate_trials(sampler, tasks: list, episodes_per_trial: int, reward_scale: float, evaluation_episodes: int,
-                    actions: str, gamma: float, device) -> tuple[np.ndarray, np.ndarray | None]:
+                    actions: str, gamma: float, device, inputs: str = "rl2") -> tuple[np.ndarray, np.ndarray | None]:
     """Meta-World's protocol for recurrent agents on ``tasks``: a trial of
     ``episodes_per_trial`` sampled adaptation episodes per slot, then
     ``evaluation_episodes`` episodes that each restart from the state the
-    adaptation reached (with ``actions``: ``"mean"`` as Meta-World).
+    adaptation reached (with ``actions``: ``"mean"`` as Meta-World); ``inputs`` as
+    ``rollout_trials``'.
 
     :return: ``[N + 1, len(tasks)]`` mean returns (rows: each adaptation
         episode, then the evaluation episodes), and the success rates alike
         (``None`` without ``success``).
     """
-    adapted = sampler.rollout_trials(tasks, episodes_per_trial, reward_scale=reward_scale, gamma=gamma, device=device)
+    adapted = sampler.rollout_trials(tasks, episodes_per_trial, reward_scale=reward_scale, inputs=inputs,
+                                     gamma=gamma, device=device)
     start = stack_start(adapted)
     evaluations = [sampler.rollout_trials(tasks, 1, start=start, actions=actions, reward_scale=reward_scale,
-                                          gamma=gamma, device=device) for _ in range(evaluation_episodes)]
+                                          inputs=inputs, gamma=gamma, device=device)
+                   for _ in range(evaluation_episodes)]
 
     def per_task(values: list) -> np.ndarray:  # [N, B] tensors per task -> [N, tasks]
         return np.stack([np.nanmean(v.cpu().numpy(), axis=1) for v in values], axis=1)

@@ -64,11 +64,15 @@ def rl2_input_size(observation_size: int, action_size: int) -> int:
 
 def rl2_inputs(observations: torch.Tensor, previous_actions: torch.Tensor, previous_rewards: torch.Tensor,
                previous_dones: torch.Tensor, num_categories: Optional[int] = None,
-               reward_scale: float = 1.0) -> torch.Tensor:
+               reward_scale: float = 1.0, zero_after_done: bool = False) -> torch.Tensor:
     """RL²'s policy input ``[..., obs + act + 2]``: the observation, the previous
     action (one-hot over ``num_categories`` for a discrete space), the previous
     reward times ``reward_scale`` and whether the previous step ended an episode;
     the three previous values are zero at the start of a trial.
+
+    With ``zero_after_done`` they are zero at every episode's first step too, as
+    Meta-World's ``RNNBasedMetaRLWrapper`` under a same-step autoreset shows them
+    (metaworld-algorithms' RL²): the policy never sees the done flag set.
 
     :param observations: ``[..., *obs]``.
     :param previous_actions: ``[..., *act]`` (category indices ``[...]`` if discrete;
@@ -86,11 +90,17 @@ def rl2_inputs(observations: torch.Tensor, previous_actions: torch.Tensor, previ
         action = previous_actions.reshape(*lead, -1).to(torch.float32)
     reward = previous_rewards.to(torch.float32).unsqueeze(-1) * reward_scale
     done = (previous_dones != 0).to(torch.float32).unsqueeze(-1)
+    if zero_after_done:
+        ended = done != 0
+        action, reward, done = (torch.where(ended, torch.zeros_like(x), x) for x in (action, reward, done))
     return torch.cat([obs, action, reward, done], dim=-1)
 
 
 #: The Gaussian heads of :class:`GRUPolicy`.
 HEADS = ("linear", "tanh")
+
+#: The GRU initialisations of :class:`GRUPolicy`.
+GRU_INITS = ("pytorch", "xavier")
 
 #: Task blocks start on 64-byte boundaries: a product's rounding depends on where its operands start.
 _ALIGN_FLOATS = 16
@@ -148,6 +158,10 @@ class GRUPolicy(nn.Module):
     :param output_size: action dimension, or number of categories.
     :param categorical: a categorical head (``Discrete`` actions) instead of a Gaussian one.
     :param head: ``"linear"`` or ``"tanh"`` (Gaussian heads only).
+    :param gru_init: ``"pytorch"``: the recurrent weights orthogonal as one matrix, the input
+        weights and the biases PyTorch's; ``"xavier"``: metaworld-algorithms' (flax's GRU cell with
+        ``XAVIER_UNIFORM``, ``ORTHOGONAL`` and ``ZEROS``): per gate, Xavier-uniform input weights and
+        orthogonal recurrent ones, zero biases.
     """
 
     is_recurrent = True
@@ -159,8 +173,10 @@ class GRUPolicy(nn.Module):
     def __init__(self, input_size: int, output_size: int, hidden_sizes: Sequence[int] = (256, 256),
                  state_size: int = 256, nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh",
                  categorical: bool = False, init_std: float = 1.0, min_std: float = 1e-6,
-                 head: str = "linear") -> None:
+                 head: str = "linear", gru_init: str = "pytorch") -> None:
         super().__init__()
+        if gru_init not in GRU_INITS:
+            raise ValueError(f"GRUPolicy: gru_init must be one of {', '.join(map(repr, GRU_INITS))}, got {gru_init!r}")
         if head not in HEADS:
             raise ValueError(f"GRUPolicy: head must be one of {', '.join(map(repr, HEADS))}, got {head!r}")
         if categorical and head != "linear":
@@ -185,7 +201,15 @@ class GRUPolicy(nn.Module):
         for layer in (*self.encoder, self.head):
             nn.init.xavier_uniform_(layer.weight)
             nn.init.zeros_(layer.bias)
-        nn.init.orthogonal_(self.gru.weight_hh_l0)
+        if gru_init == "pytorch":
+            nn.init.orthogonal_(self.gru.weight_hh_l0)
+        else:
+            with torch.no_grad():  # flax's cell has one dense layer per gate: each is initialised alone
+                for ih, hh in zip(self.gru.weight_ih_l0.chunk(3), self.gru.weight_hh_l0.chunk(3)):
+                    ih.copy_(nn.init.xavier_uniform_(torch.empty_like(ih)))
+                    hh.copy_(nn.init.orthogonal_(torch.empty_like(hh)))
+                nn.init.zeros_(self.gru.bias_ih_l0)
+                nn.init.zeros_(self.gru.bias_hh_l0)
 
     def initial_state(self, n: int, device: Optional[torch.device] = None) -> torch.Tensor:
         return torch.zeros((n, self.state_size), device=device if device is not None else self.head.weight.device)

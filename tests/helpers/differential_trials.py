@@ -57,7 +57,7 @@ def assert_trials_equal(batches, reference, label, chunk=None):
                         assert torch.equal(got.chunk_states[c, b], want["states"][t, b]), (label, k, c, b)
 
 
-def run_shapes(discrete, shapes, batched=True, chunk=2, actions="sample", **kwargs):
+def run_shapes(discrete, shapes, batched=True, chunk=2, actions="sample", inputs="rl2", **kwargs):
     """Roll out ``shapes`` as trials, those sharing a sampler (batch size, horizon) twice in a row on one:
     each call equals its reference then and after the later calls. ``kwargs`` go to the sampler."""
     by_sampler = {}
@@ -69,9 +69,11 @@ def run_shapes(discrete, shapes, batched=True, chunk=2, actions="sample", **kwar
             results = []
             # Each shape twice in a row: two calls on one sampler.
             for call, (label, tasks, _, _, episodes) in enumerate(group + group):
-                batches = sampler.rollout_trials(tasks, episodes, reward_scale=0.1, chunk=chunk, actions=actions)
+                batches = sampler.rollout_trials(tasks, episodes, reward_scale=0.1, chunk=chunk, actions=actions,
+                                                 inputs=inputs)
                 reference = reference_trials(factory(discrete, horizon), policy, tasks, batch_size, SEED, call,
-                                             horizon, episodes, reward_scale=0.1, mean=actions == "mean")
+                                             horizon, episodes, reward_scale=0.1, mean=actions == "mean",
+                                             autoreset=inputs == "rl2-autoreset")
                 assert_trials_equal(batches, reference, label, chunk)
                 results.append((batches, reference, label))
             for batches, reference, label in results:

@@ -69,10 +69,11 @@ def trial_seeds_for(seed: int, call: int, num_slots: int, episodes: int) -> np.n
 
 def reference_trials(env_fn: Callable[[], Any], policy, tasks: Sequence[Any], batch_size: int, seed: int, call: int,
                      horizon: int, episodes: int, reward_scale: float = 1.0, rl2: bool = True,
-                     start: Optional[dict] = None, mean: bool = False) -> list:
+                     start: Optional[dict] = None, mean: bool = False, autoreset: bool = False) -> list:
     """One dict per task: ``observations``, ``actions``, ``rewards``, ``dones`` ``[T, B]``,
     ``log_probs``, ``lengths`` ``[B]``, ``final_state`` ``[B, *state]``, ``states`` (the
-    state before every step, ``[T, B, *state]``)."""
+    state before every step, ``[T, B, *state]``). ``autoreset``: the previous action, reward
+    and done are none (zero) after an episode's end, as Meta-World's autoreset shows them."""
     num_slots = len(tasks) * batch_size
     seeds = trial_seeds_for(seed, call, num_slots, episodes)
     probe = env_fn()
@@ -94,6 +95,9 @@ def reference_trials(env_fn: Callable[[], Any], policy, tasks: Sequence[Any], ba
             state = torch.as_tensor(start["state"][j])
             prev_action = torch.as_tensor(start["actions"][j])
             prev_reward, prev_done = float(start["rewards"][j]), float(start["dones"][j] != 0)
+            if autoreset and prev_done:  # a continuation of an ended episode starts afresh
+                prev_action = torch.zeros(action_shape) if not discrete else None
+                prev_reward, prev_done = 0.0, 0.0
         rows = {name: [] for name in ("observations", "actions", "rewards", "dones", "log_probs", "states")}
         episode, steps_in_episode = 0, 0
         for t in range(horizon * episodes):
@@ -142,6 +146,9 @@ def reference_trials(env_fn: Callable[[], Any], policy, tasks: Sequence[Any], ba
             code = 0 if not ended else 2 if terminated else 3 if truncated else 1
             rows["dones"].append(torch.tensor(code, dtype=torch.uint8))
             prev_action, prev_reward, prev_done = action, float(np.float32(reward)), float(ended)
+            if autoreset and ended:
+                prev_action = torch.zeros(action_shape) if not discrete else None
+                prev_reward, prev_done = 0.0, 0.0
             if ended:
                 episode += 1
                 if episode == episodes:

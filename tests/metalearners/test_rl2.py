@@ -71,7 +71,7 @@ def test_trials_sampled_otherwise_than_the_learner_trains_are_refused():
         other_scale = sampler.rollout_trials(tasks, 2, chunk=3)  # reward_scale 1.0
         no_states = sampler.rollout_trials(tasks, 2, reward_scale=0.1)
         right = learner.sample(sampler, tasks, 0.9, "cpu")
-    with pytest.raises(ValueError, match=r"reward_scale=1.0; this learner trains on RL²'s inputs with reward_scale=0.1"):
+    with pytest.raises(ValueError, match=r"reward_scale=1.0; this learner trains on inputs='rl2' with reward_scale=0.1"):
         learner.step(other_scale)
     with pytest.raises(ValueError, match="recorded no policy states"):
         learner.step(no_states)
@@ -263,6 +263,7 @@ def test_an_overlap_whose_stride_does_not_divide_the_trial_ends_with_a_shorter_c
     ({"bptt_overlap": 1, "update_per_chunk": False}, "bptt_overlap applies to the chunk updates"),
     ({"baseline_inputs": "actions"}, "baseline_inputs must be 'observations' or 'policy-inputs'"),
     ({"seed": -3}, "seed must be an int >= 0"),
+    ({"trial_inputs": "observations"}, "trial_inputs must be 'rl2' or 'rl2-autoreset'"),
 ])
 def test_the_recipe_arguments_are_checked(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -336,10 +337,40 @@ def test_from_config_passes_the_run_seed_and_the_recipe(tmp_path, small_rl2_conf
     from maml_rl.metalearners import make_metalearner, make_policy
 
     config = load_config(small_rl2_config(tmp_path, **{"update-per-chunk": True, "bptt-overlap": 2,
-                                                       "action-head": "tanh", "baseline-inputs": "policy-inputs"}))
+                                                       "action-head": "tanh", "baseline-inputs": "policy-inputs",
+                                                       "trial-inputs": "rl2-autoreset", "gru-init": "xavier"}))
     config["seed"] = 17
     env = build_env(config)
     policy = make_policy(config, env)
     learner = make_metalearner(config, policy)
     assert (learner.seed, learner.bptt_overlap, learner.baseline_inputs) == (17, 2, "policy-inputs")
+    assert learner.trial_inputs == "rl2-autoreset"
     assert policy.head_type == "tanh"
+    # xavier: each gate's block of the input weights and of the recurrent ones is initialised alone.
+    assert not policy.gru.bias_ih_l0.any() and not policy.gru.bias_hh_l0.any()
+
+
+def test_autoreset_inputs_reach_every_rollout_of_the_learner_and_other_trials_are_refused():
+    """trial_inputs='rl2-autoreset': the learner samples, evaluates and trains on those inputs, and
+    refuses trials sampled with RL²'s plain ones (the ratios would be of other inputs)."""
+    torch.manual_seed(0)
+    policy = GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)
+    learner = RL2PPO(policy, episodes_per_trial=2, epochs=1, bptt_chunk=3, trial_inputs="rl2-autoreset")
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 4}, 2, policy, seed=0, num_workers=0) as sampler:
+        tasks = sampler.sample_tasks(2)
+        plain = sampler.rollout_trials(tasks, 2, chunk=3)
+        right = learner.sample(sampler, tasks, 0.9, "cpu")
+        calls = []
+        rollout_trials = sampler.rollout_trials
+
+        def spy(*args, **kwargs):
+            calls.append(kwargs.get("inputs"))
+            return rollout_trials(*args, **kwargs)
+
+        sampler.rollout_trials = spy
+        learner.evaluate(sampler, tasks, 0.9, "cpu", actions="mean", evaluation_episodes=2)
+    assert calls == ["rl2-autoreset"] * 3  # the trial, then two evaluation episodes
+    assert [b.inputs for b in right] == ["rl2-autoreset"] * 2
+    with pytest.raises(ValueError, match=r"inputs='rl2'.*this learner trains on inputs='rl2-autoreset'"):
+        learner.step(plain)
+    assert learner.step(right)["ppo_updates"] == 1

@@ -207,3 +207,34 @@ def test_bad_nonlinearity_and_action_space():
     env = fake_env(spaces.Box(-1, 1, (3,), np.float32), spaces.MultiBinary(2))
     with pytest.raises(ValueError, match="unsupported action space"):
         get_policy_for_env(env)
+
+
+def test_gru_initialisations():
+    """"pytorch" (the default): the recurrent weights are one orthogonal 768 x 256 matrix (orthonormal
+    columns), the input weights and biases PyTorch's uniform ones. "xavier" (metaworld-algorithms', flax's
+    cell with a dense layer per gate): each gate's recurrent block is orthogonal itself, each gate's input
+    block Xavier-uniform within sqrt(6 / (fan_in + fan_out)), every bias zero."""
+    from maml_rl.policies import GRUPolicy
+
+    eye = torch.eye(32)
+    torch.manual_seed(0)
+    plain = GRUPolicy(10, 2, (24,), 32)
+    hh = plain.gru.weight_hh_l0.detach()
+    assert torch.allclose(hh.T @ hh, eye, atol=1e-5)
+    assert not torch.allclose(hh[:32] @ hh[:32].T, eye, atol=1e-2)  # a block of it is not orthogonal
+    assert plain.gru.bias_ih_l0.abs().max() > 0
+    assert plain.gru.weight_ih_l0.abs().max() <= 1 / math.sqrt(32)  # PyTorch's U(-1/sqrt(H), 1/sqrt(H))
+    torch.manual_seed(0)
+    assert torch.equal(GRUPolicy(10, 2, (24,), 32, gru_init="pytorch").gru.weight_ih_l0, plain.gru.weight_ih_l0)
+
+    torch.manual_seed(0)
+    xavier = GRUPolicy(10, 2, (24,), 32, gru_init="xavier")
+    bound = math.sqrt(6 / (24 + 32))
+    for gate in range(3):
+        block = xavier.gru.weight_hh_l0.detach()[32 * gate:32 * (gate + 1)]
+        assert torch.allclose(block @ block.T, eye, atol=1e-5), gate
+        ih = xavier.gru.weight_ih_l0.detach()[32 * gate:32 * (gate + 1)]
+        assert ih.abs().max() <= bound and ih.abs().max() > 0.9 * bound, gate  # 768 draws fill the range
+    assert not xavier.gru.bias_ih_l0.any() and not xavier.gru.bias_hh_l0.any()
+    with pytest.raises(ValueError, match="gru_init must be one of 'pytorch', 'xavier', got 'he'"):
+        GRUPolicy(10, 2, (24,), 32, gru_init="he")

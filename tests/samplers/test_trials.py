@@ -62,7 +62,13 @@ def test_the_state_is_carried_across_resets_and_reset_between_trials(drift_sampl
 
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
-def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete, drift_sampler):
+def test_autoreset_trials_equal_the_naive_reference(discrete):
+    run_shapes(discrete, SHAPES, inputs="rl2-autoreset", num_workers=3, partial=True)
+
+
+@pytest.mark.parametrize("inputs", ["rl2", "rl2-autoreset"])
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete, inputs, drift_sampler):
     tasks = [{"offset": 0.2, "length": None}]
     policy = recurrent_policy(discrete)
     width = CATEGORIES if discrete else ACT
@@ -75,7 +81,7 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete, drift_samp
 
     policy.step = spy
     with drift_sampler(discrete, 4, 2, policy=policy, seed=3, num_workers=0) as sampler:
-        batch = sampler.rollout_trials(tasks, 3, reward_scale=0.5)[0]
+        batch = sampler.rollout_trials(tasks, 3, reward_scale=0.5, inputs=inputs)[0]
     assert seen[0].shape[0] == 1  # the construction probe, one zero input
     seen = seen[1:]
     for t in range(len(batch)):
@@ -84,8 +90,9 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete, drift_samp
                 continue
             x = seen[t][b]
             assert torch.equal(x[:OBS], batch.observations[t, b])
-            if t == 0:
-                # All zero, a discrete action's one-hot included: no previous step yet.
+            if t == 0 or (inputs == "rl2-autoreset" and batch.dones[t - 1, b] != 0):
+                # All zero, a discrete action's one-hot included: no previous step yet (with autoreset,
+                # none in this episode: the done flag is never seen set).
                 assert torch.equal(x[OBS:], torch.zeros(width + 2))
             else:
                 previous = batch.actions[t - 1, b]
@@ -98,7 +105,8 @@ def test_rl2_inputs_are_the_previous_action_reward_and_done(discrete, drift_samp
     # And the batch rebuilds the same inputs for training.
     assert torch.equal(batch.policy_inputs(0.5)[:, 0][:batch.lengths[0]], torch.stack(seen)[:batch.lengths[0], 0])
     # By default with the scale it was sampled with, which the batch records.
-    assert batch.reward_scale == 0.5 and batch.inputs == "rl2"
+    assert batch.reward_scale == 0.5 and batch.inputs == inputs
+    assert (batch.dones[:batch.lengths[0] - 1, 0] != 0).sum() == 2  # the test saw two episode boundaries
     assert torch.equal(batch.policy_inputs(), batch.policy_inputs(0.5))
 
 
@@ -127,20 +135,22 @@ def test_feed_forward_trials_run_several_episodes_per_slot(drift_sampler):
     assert torch.allclose(returns.sum(0), batch.rewards.sum(0).double())
 
 
-def test_a_continued_trial_equals_the_reference_started_there(drift_sampler):
+@pytest.mark.parametrize("inputs", ["rl2", "rl2-autoreset"])
+def test_a_continued_trial_equals_the_reference_started_there(inputs, drift_sampler):
     """Meta-World's protocol: evaluation episodes restart from the state after adaptation."""
     tasks = [{"offset": 0.1, "length": None}, {"offset": 0.5, "length": 3}]
     policy = recurrent_policy(False)
     with drift_sampler(False, 5, 2, policy=policy, seed=SEED, num_workers=2) as sampler:
-        adapted = sampler.rollout_trials(tasks, 3)
+        adapted = sampler.rollout_trials(tasks, 3, inputs=inputs)
         start = stack_start(adapted)
-        first = sampler.rollout_trials(tasks, 1, start=start)
-        second = sampler.rollout_trials(tasks, 1, start=start)
+        first = sampler.rollout_trials(tasks, 1, start=start, inputs=inputs)
+        second = sampler.rollout_trials(tasks, 1, start=start, inputs=inputs)
     # The counter continues from the adaptation trial's length.
     for batch, before in zip(first, adapted):
         assert torch.equal(batch.final_state[:, -1], before.lengths.float() + batch.lengths.float())
     for call, got in ((1, first), (2, second)):
-        reference = reference_trials(factory(False, 5), policy, tasks, 2, SEED, call, 5, 1, start=start)
+        reference = reference_trials(factory(False, 5), policy, tasks, 2, SEED, call, 5, 1, start=start,
+                                     autoreset=inputs == "rl2-autoreset")
         assert_trials_equal(got, reference, f"continuation {call}")
 
 
@@ -180,6 +190,10 @@ def test_rl2_inputs_by_hand():
     x = rl2_inputs(torch.tensor([[1.0, 2.0]]), torch.tensor([2]), torch.tensor([3.0]), torch.tensor([1]),
                    num_categories=3, reward_scale=0.5)
     assert x.tolist() == [[1.0, 2.0, 0.0, 0.0, 1.0, 1.5, 1.0]]
+    # Meta-World's autoreset: after an episode's end the previous values are all zero; elsewhere unchanged.
+    x = rl2_inputs(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[0.5, -1.0], [0.25, 2.0]]),
+                   torch.tensor([3.0, -2.0]), torch.tensor([2, 0]), reward_scale=0.5, zero_after_done=True)
+    assert x.tolist() == [[1.0, 2.0, 0.0, 0.0, 0.0, 0.0], [3.0, 4.0, 0.25, 2.0, -1.0, 0.0]]
 
 
 def test_misuse_is_refused_with_what_to_do(drift_sampler):

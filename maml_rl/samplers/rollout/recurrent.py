@@ -46,7 +46,8 @@ class RecurrentActionFunction(ActionFunction):
         trial, slots = request.trial, request.slots
         S, T = request.num_slots, noise.shape[0]
         self.views = views
-        self.rl2 = trial.inputs is TrialInputs.RL2
+        self.rl2 = trial.inputs.rl2
+        self.zero_after_done = trial.inputs is TrialInputs.RL2_AUTORESET
         self.reward_scale = trial.reward_scale
         self.task_batches = bool(getattr(policy, "supports_task_batches", False))
         state_shape = tuple(policy.state_shape)
@@ -106,7 +107,7 @@ class RecurrentActionFunction(ActionFunction):
             actions, rewards, dones = self._previous(times, S)
             inputs = rl2_inputs(obs, torch.tensor(actions, device=self.device),
                                 torch.tensor(rewards, device=self.device), torch.tensor(dones, device=self.device),
-                                self.spec.num_categories, self.reward_scale)
+                                self.spec.num_categories, self.reward_scale, self.zero_after_done)
         else:
             inputs = obs.reshape(S, -1)
         state = self.state

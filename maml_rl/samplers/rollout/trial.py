@@ -25,15 +25,23 @@ class TrialInputs(str, enum.Enum):
     """What a recurrent policy sees at each step of a trial."""
 
     RL2 = "rl2"  # observation, previous action, previous reward (scaled), previous done flag
+    # The same, with the three previous values zero at each episode's first step (Meta-World's autoreset).
+    RL2_AUTORESET = "rl2-autoreset"
     OBSERVATIONS = "observations"  # the observation only
+
+    @property
+    def rl2(self) -> bool:
+        """Whether the input is RL²'s (the observation and the previous action, reward and done)."""
+        return self is not TrialInputs.OBSERVATIONS
 
     @classmethod
     def parse(cls, value: Any) -> "TrialInputs":
         try:
             return cls(value)
         except ValueError:
-            raise ValueError(f"inputs={value!r}: use 'rl2' (observation, previous action, reward and done flag) "
-                             "or 'observations'") from None
+            raise ValueError(f"inputs={value!r}: use 'rl2' (observation, previous action, reward and done flag), "
+                             "'rl2-autoreset' (the same, zero at each episode's first step) or 'observations'"
+                             ) from None
 
 
 @dataclass(frozen=True)
@@ -157,7 +165,7 @@ def check_recurrent_policy(policy, spec: BufferSpec, inputs: TrialInputs) -> Non
             raise TypeError(f"the policy {name} says is_recurrent = True but has no {attribute}: {RECURRENT_NEEDED}")
     action_size = spec.num_categories if spec.discrete else int(np.prod(spec.action_shape))
     obs_size = int(np.prod(spec.observation_shape))
-    width = rl2_input_size(obs_size, action_size) if inputs is TrialInputs.RL2 else obs_size
+    width = rl2_input_size(obs_size, action_size) if inputs.rl2 else obs_size
     device = next((p.device for p in policy.parameters()), torch.device("cpu"))
     with torch.no_grad(), torch.random.fork_rng(devices=[]), rollout_torch_settings():
         try:
@@ -173,7 +181,7 @@ def check_recurrent_policy(policy, spec: BufferSpec, inputs: TrialInputs) -> Non
         try:
             distribution, next_state = policy.step(torch.zeros((1, width), device=device), state)
         except Exception as exc:
-            what = ("RL²'s input (observation, previous action, reward, done flag)" if inputs is TrialInputs.RL2
+            what = ("RL²'s input (observation, previous action, reward, done flag)" if inputs.rl2
                     else "the observation")
             raise TypeError(f"the recurrent policy {name} failed on one input of width {width}, {what}: {exc!r}. "
                             f"Build it with input_size={width} (maml_rl.policies.recurrent.rl2_input_size), or pass "

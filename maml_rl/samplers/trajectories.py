@@ -14,7 +14,7 @@ from maml_rl.data.trials import TrialBatch
 from .errors import EnvOutputError
 from .rollout.trial import Trial
 from .settings.workload import Workload
-from .workers.buffers import EndReason, Trajectories
+from .workers.buffers import HORIZON, TERMINATED, Trajectories
 
 
 def check_outputs(trajectories: Trajectories, tasks: Sequence[Any], workload: Workload) -> None:
@@ -43,7 +43,7 @@ def check_outputs(trajectories: Trajectories, tasks: Sequence[Any], workload: Wo
                 f"Check the env; a value beyond the range of float32 (the dtype of episodes) also becomes inf."
             )
     if workload.horizon_is_cap:
-        unended = np.flatnonzero(views.end_reason[:num_slots] == EndReason.HORIZON)
+        unended = np.flatnonzero(views.end_reason[:num_slots] == HORIZON)
         if len(unended):
             slot = int(unended[0])
             raise EnvOutputError(
@@ -154,7 +154,7 @@ def to_transitions(trajectories: Trajectories, tasks: Sequence[Any], workload: W
     next_observations = views.observations[np.minimum(t_of + 1, len(views.observations) - 1), slot_of]
     at_end = ends[t_of, slot_of]
     next_observations[at_end] = views.final_observations[episode[t_of, slot_of][at_end], slot_of[at_end]]
-    terminated = codes[t_of, slot_of] == 1 + EndReason.TERMINATED
+    terminated = codes[t_of, slot_of] == 1 + TERMINATED
     per_slot = np.bincount(slot_of, minlength=S)
     bounds = np.concatenate([[0], np.cumsum(per_slot.reshape(K, B).sum(1))])
 

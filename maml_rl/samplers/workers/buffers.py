@@ -33,6 +33,10 @@ class EndReason(enum.IntEnum):
     TRUNCATED = 2  # the env's truncated flag (its own TimeLimit, say)
 
 
+# The codes as plain ints, for numpy: see ``entry.STEP`` for why not the members.
+HORIZON, TERMINATED, TRUNCATED = (int(reason) for reason in EndReason)
+
+
 @dataclass(frozen=True)
 class BufferSpec:
     """Sizes and dtypes of the trajectory buffers (picklable, torch-free).

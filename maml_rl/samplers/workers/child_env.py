@@ -11,9 +11,8 @@ from typing import Any, Callable, List, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
-from .buffers import BufferSpec, BufferViews, EndReason
+from .buffers import HORIZON, TERMINATED, TRUNCATED, BufferSpec, BufferViews
 
-HORIZON, TERMINATED, TRUNCATED = EndReason.HORIZON, EndReason.TERMINATED, EndReason.TRUNCATED
 
 
 class ChildEnv:

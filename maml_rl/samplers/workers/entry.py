@@ -44,8 +44,12 @@ class Status(enum.IntEnum):
     FAILED = 1
 
 
-STEP, RESET_TASK, RESET, CLOSE = Command.STEP, Command.RESET_TASK, Command.RESET, Command.CLOSE
-OK, FAILED = Status.OK, Status.FAILED
+# Plain ints where they meet numpy. numpy, comparing a scalar with an IntEnum member, looks up
+# ``__array_ufunc__`` on the enum class, which on Python 3.11 runs EnumType.__getattr__ (Python
+# code), and swallows whatever the lookup raises: a Ctrl-C arriving there was lost, and the
+# main process sampled on instead of stopping.
+STEP, RESET_TASK, RESET, CLOSE = (int(code) for code in (Command.STEP, Command.RESET_TASK, Command.RESET, Command.CLOSE))
+OK, FAILED = int(Status.OK), int(Status.FAILED)
 
 # How often an idle worker checks that the main process is still alive.
 PARENT_CHECK_INTERVAL = 1.0

@@ -287,3 +287,20 @@ def test_files_are_read_without_the_pickle_protocol_warning(tmp_path):
                 safe_load(tmp_path / name, "")
     assert torch.equal(loaded["w"], state["w"]) and np.array_equal(loaded["rng"], state["rng"])
     assert [str(w.message) for w in caught] == []
+
+
+def test_metrics_rows_reach_a_file_replaced_during_the_run(tmp_path):
+    """A ``git checkout`` or a copy over the run folder replaces metrics.jsonl with a new file (a new
+    inode); the rows logged after it must land in that file, not in the unlinked old one."""
+    from maml_rl.app.runs.metrics import MetricsLogger, logged_rows
+
+    path = tmp_path / "metrics.jsonl"
+    with MetricsLogger(tmp_path, tensorboard=False) as logger:
+        for iteration in range(3):
+            logger.log({"iteration": iteration, "return_after": float(iteration)})
+            shutil.copy(path, tmp_path / "copy")
+            os.replace(tmp_path / "copy", path)  # as git writes a file: a new one renamed over the old
+        assert [row["iteration"] for row in logged_rows(tmp_path)] == [0, 1, 2]
+        path.unlink()  # deleted: the next row starts a new file (a resume then reports the missing rows)
+        logger.log({"iteration": 3, "return_after": 3.0})
+    assert [row["iteration"] for row in logged_rows(tmp_path)] == [3]

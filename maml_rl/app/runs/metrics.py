@@ -158,6 +158,10 @@ class MetricsLogger:
     iteration done again after the restart) and any partial last line are
     dropped first, so the file ends up with one line per iteration.
 
+    Each row opens the file by its path: a file replaced while the run goes
+    on (a ``git checkout`` or a copy over the run folder) gets the later rows,
+    where a handle kept open wrote them into the unlinked old file, lost.
+
     :param folder: the run's output folder.
     :param start_iteration: first iteration this process will log.
     :param tensorboard: also write TensorBoard events (``folder/tensorboard``)
@@ -169,7 +173,7 @@ class MetricsLogger:
         #: The records kept from before ``start_iteration`` (a resumed run's past), in order.
         self.history: list[dict] = []
         self._truncate(start_iteration)
-        self._file = open(self.path, "a")
+        self.path.touch()
         self.writer = None
         if tensorboard:
             try:
@@ -191,9 +195,10 @@ class MetricsLogger:
     def log(self, metrics: Mapping[str, Any]) -> None:
         """Append one iteration's metrics (``metrics["iteration"]`` is the step)."""
         record = {key: _json_value(value) for key, value in metrics.items()}
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with open(self.path, "a") as file:
+            file.write(json.dumps(record) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
         if self.writer is not None:
             step = int(record["iteration"])
             for key, value in record.items():
@@ -205,7 +210,6 @@ class MetricsLogger:
             self.writer.flush()
 
     def close(self) -> None:
-        self._file.close()
         if self.writer is not None:
             self.writer.close()
 

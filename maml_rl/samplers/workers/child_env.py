@@ -14,7 +14,6 @@ import numpy as np
 from .buffers import HORIZON, TERMINATED, TRUNCATED, BufferSpec, BufferViews
 
 
-
 class ChildEnv:
     """The envs of one worker and the stepping of the slots assigned to them.
 

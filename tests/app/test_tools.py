@@ -140,3 +140,54 @@ def test_rl2_trial_profile_matches_test_py_trials(tmp_path, capsys):
         assert np.allclose([r for _, r in column], reward, rtol=0, atol=1e-3), (column, reward)
     assert "episode 2 minus episode 0, per goal" in tables[0]
     assert [r for _, r in printed[0]] != [r for _, r in printed[1]]  # the reward input changed the trials
+
+
+@pytest.mark.metaworld
+def test_metaworld_own_evaluation_tallies_by_hand():
+    """Meta-World 3.1.1's count (the first 3 episodes to end per class) and the per-goal count, on episode ends
+    written out by hand: Meta-World PR #577's case of one goal solved early among four."""
+    pytest.importorskip("metaworld")
+    own = load_tool("metaworld_own_evaluation")
+    names = ["a"] * 4 + ["b"] * 4
+    # Class a: env 0 succeeds three times before the failing goals end at the horizon.
+    # Class b: env 4 succeeds once, then the three failing goals end at the same step (in env order).
+    ends = [(0, True), (0, True), (4, True), (0, True), (1, False), (2, False), (3, False),
+            (5, False), (6, False), (7, False), (4, True)]
+    assert own.metaworld_tally(ends, names) == {"a": 1.0, "b": 1 / 3}
+    assert own.per_goal_tally(ends, names) == ({"a": [1.0, 0.0, 0.0, 0.0], "b": [1.0, 0.0, 0.0, 0.0]}, [])
+    # One episode counted per class instead of three; a goal's later episodes do not change its count.
+    assert own.metaworld_tally(ends, names, episodes=1) == {"a": 1.0, "b": 1.0}
+    assert own.per_goal_tally([(0, False)] + ends, names)[0]["a"] == [0.0, 0.0, 0.0, 0.0]
+    # The loop stopped before env 7's first episode ended: not counted, and named.
+    assert own.per_goal_tally([e for e in ends if e[0] != 7], names) == (
+        {"a": [1.0, 0.0, 0.0, 0.0], "b": [1.0, 0.0, 0.0]}, [7])
+
+
+@pytest.mark.metaworld
+@pytest.mark.parametrize("config", ["configs/maml/metaworld/ml1-reach.yaml", "configs/rl2/metaworld/ml1-reach.yaml"])
+def test_metaworld_own_evaluation_runs_metaworlds_function(tmp_path, capsys, config):
+    """Meta-World's metalearning_evaluation on a trained run: the script's replay of Meta-World's tally is the
+    figure Meta-World's function returns, and the same seed prints the same table."""
+    pytest.importorskip("metaworld")
+    run = tmp_path / "run"
+    small = ["--set", "hidden-sizes=[16]", "--set", "meta-batch-size=2", "--set", "num-batches=1",
+             "--set", "env-kwargs.max_episode_steps=20"]
+    if "rl2" in config:
+        small += ["--set", "episodes-per-trial=2", "--set", "gru-size=16", "--set", "bptt-chunk=20",
+                  "--set", "bptt-overlap=5", "--set", "ppo-epochs=1"]
+    else:
+        small += ["--set", "fast-batch-size=2"]
+    train.main(["--config", config, "--output-folder", str(run), "--seed", "1", "--num-workers", "0", *small])
+    own = load_tool("metaworld_own_evaluation")
+    outs = []
+    for _ in range(2):
+        capsys.readouterr()
+        own.main([str(run), "--seed", "3", "--num-evals", "2", "--meta-batch-size", "2",
+                  "--adaptation-episodes", "2"])
+        outs.append(capsys.readouterr().out)
+    lines = outs[0].splitlines()
+    assert "ML1 test, seed 3, 2 rounds x 2 envs, 2 adaptation + 3 evaluation episodes" in lines[0]
+    assert lines[-1].endswith("(equal)"), outs[0]
+    assert lines[2].startswith("reach-v3") and "| " in lines[2] and "replay" not in lines[2]
+    strip = lambda text: [line.split(" (")[0] for line in text.splitlines()]  # noqa: E731  (the timing)
+    assert strip(outs[0]) == strip(outs[1])

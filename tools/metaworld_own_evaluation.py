@@ -57,7 +57,6 @@ class Recorder:
         self.num_rounds = num_rounds
         self.start = time.perf_counter()
         self.rounds: list[list[tuple[int, bool]]] = []
-        self.goals: list[list[np.ndarray]] = []
         self.evaluating = False
         self.last: tuple[np.ndarray, np.ndarray] | None = None  # the last step's rewards and episode ends
 
@@ -71,7 +70,6 @@ class Recorder:
                 print(f"round {len(self.rounds) + 1} of {self.num_rounds} "
                       f"({time.perf_counter() - self.start:.0f} s)", file=sys.stderr, flush=True)
             self.rounds.append([])
-            self.goals.append([np.array(g) for g in self.envs.get_attr("_last_rand_vec")])
         elif name == "toggle_terminate_on_success":
             # evaluation() turns it on for its episodes; metalearning_evaluation turns it off to adapt.
             self.evaluating = bool(args[0])

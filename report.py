@@ -15,7 +15,8 @@ are flagged and not compared); results older than the run's policy are
 flagged STALE. The table gives the interquartile mean over a group's runs with its
 95% stratified bootstrap interval (rliable: ``pip install -e ".[stats]"``),
 the mean, the worst seed, and for each two groups on one env the probability
-that a run of one beats a run of the other. ``--plot`` draws the training curves
+that a run of one beats a run of the other: on the return, and on success
+where both report it (Meta-World). ``--plot`` draws the training curves
 (return after adaptation on the training tasks) as IQM with 95% bands.
 """
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
         summaries = summarise(runs, reps=args.reps, seed=args.seed)
     except (ReportError, ImportError) as exc:
         raise ConfigError(str(exc)) from None
-    comparisons, not_compared = {}, []
+    comparisons, success_comparisons, not_compared = {}, {}, []
     for i, a in enumerate(summaries):
         for j, b in enumerate(summaries):
             if i < j and a.env == b.env:
@@ -68,7 +69,10 @@ def main(argv: list[str] | None = None) -> dict:
                     not_compared.append(f"{a.env}: {a.label} and {b.label} not compared: {problem}")
                 else:
                     comparisons[(i, j)] = compare(a, b, seed=args.seed)
-    print("\n".join([format_report(summaries, comparisons), *(f"note: {line}" for line in not_compared)]))
+                    if a.success_iqm is not None and b.success_iqm is not None:
+                        success_comparisons[(i, j)] = compare(a, b, seed=args.seed, metric="success")
+    print("\n".join([format_report(summaries, comparisons, success_comparisons),
+                     *(f"note: {line}" for line in not_compared)]))
     figures = {
         "groups": [{"env": s.env, "algorithm": s.algorithm, "label": s.label, "settings": s.settings,
                     "evaluated": s.evaluated, "seeds": [r.seed for r in s.runs],
@@ -76,9 +80,15 @@ def main(argv: list[str] | None = None) -> dict:
                     "iqm": s.iqm, "ci": list(s.ci), "mean": s.mean, "worst_seed": s.worst.seed,
                     "worst": s.worst.after, "iqm_before": s.before_iqm, "success_iqm": s.success_iqm,
                     "success_ci": None if s.success_ci is None else list(s.success_ci),
+                    "success_scores": None if s.success_iqm is None else [r.success_after for r in s.runs],
+                    "success_worst_seed": None if s.success_worst is None else s.success_worst.seed,
                     "env_steps": [float(r.env_steps[-1]) for r in s.runs], "notes": s.notes} for s in summaries],
         "comparisons": [{"env": summaries[i].env, "a": summaries[i].label, "b": summaries[j].label,
-                         "probability_a_beats_b": p, "ci": list(ci)} for (i, j), (p, ci) in comparisons.items()],
+                         "probability_a_beats_b": p, "ci": list(ci),
+                         "success": None if (i, j) not in success_comparisons else
+                         {"probability_a_beats_b": success_comparisons[(i, j)][0],
+                          "ci": list(success_comparisons[(i, j)][1])}}
+                        for (i, j), (p, ci) in comparisons.items()],
         "not_compared": not_compared,
     }
     if args.json:

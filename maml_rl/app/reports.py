@@ -15,7 +15,8 @@ success) after adaptation, from ``results.npz``, and its training curve the
 with a 95% stratified bootstrap confidence interval ("Deep Reinforcement
 Learning at the Edge of the Statistical Precipice", Agarwal et al., NeurIPS
 2021), computed by ``rliable`` (``pip install -e ".[stats]"``), and, between
-two algorithms on the same env, rliable's probability of improvement.
+two algorithms on the same env, rliable's probability of improvement: on the
+return, and on success where both groups report it (Meta-World's headline).
 Files are read without unpickling (``allow_pickle=False``, JSON).
 """
 
@@ -48,6 +49,7 @@ class Summary:
     before_iqm: float
     success_iqm: float | None = None
     success_ci: tuple[float, float] | None = None
+    success_worst: Run | None = None  # the run with the lowest held-out success (None: no success reported)
     notes: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)  # the keys that set this group apart from its algorithm's others
     # The evaluation settings that set it apart (results.npz's record); None: its runs' results do not record them.
@@ -159,6 +161,7 @@ def summarise(runs: Sequence[Run], reps: int = 50_000, seed: int = 0) -> list[Su
         successes = [run.success_after for run in members]
         if all(s is not None for s in successes):
             summary.success_iqm, summary.success_ci = _interval(np.array(successes), reps, seed)
+            summary.success_worst = min(members, key=lambda run: run.success_after)
         if evaluated:
             summary.notes.append(f"EVALUATED DIFFERENTLY from the other {algorithm} runs on {env} ("
                                  + ", ".join(f"{k}={json.dumps(v)}" for k, v in evaluated.items())
@@ -195,11 +198,24 @@ def comparison_problem(a: Summary, b: Summary) -> str | None:
     return f"evaluated with other settings ({', '.join(differ)})" if differ else None
 
 
-def compare(a: Summary, b: Summary, reps: int = 2_000, seed: int = 0) -> tuple[float, tuple[float, float]]:
-    """rliable's probability that a run of ``a`` scores above a run of ``b``, with its 95% interval."""
+METRICS = ("return", "success")
+
+
+def _scores(summary: Summary, metric: str) -> np.ndarray:
+    """[runs, 1]: each run's held-out return or success after adaptation."""
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r}: use one of {', '.join(METRICS)}")
+    if metric == "success" and summary.success_iqm is None:
+        raise ValueError(f"{summary.env} {summary.label}: its results report no success to compare")
+    return np.array([[run.after if metric == "return" else run.success_after] for run in summary.runs])
+
+
+def compare(a: Summary, b: Summary, reps: int = 2_000, seed: int = 0,
+            metric: str = "return") -> tuple[float, tuple[float, float]]:
+    """rliable's probability that a run of ``a`` scores above a run of ``b`` (ties count half), with its 95%
+    interval, on the held-out ``metric``: "return" or "success" (both groups must report success)."""
     library, metrics = _rliable()
-    x = np.array([[run.after] for run in a.runs])
-    y = np.array([[run.after] for run in b.runs])
+    x, y = _scores(a, metric), _scores(b, metric)
     point, ci = _estimates(library, {"p": (x, y)}, metrics.probability_of_improvement, seed=seed, reps=reps)
     low, high = np.ravel(ci["p"])
     return float(np.ravel(point["p"])[0]), (float(low), float(high))
@@ -221,16 +237,19 @@ def curves(summary: Summary, points: int = 50, reps: int = 2_000, seed: int = 0)
             "high": np.array(high)}
 
 
-def format_report(summaries: Sequence[Summary], comparisons: dict[tuple[int, int], Any] | None = None) -> str:
-    """The table printed by ``report.py``: one row per group, then the pairwise comparisons."""
+def format_report(summaries: Sequence[Summary], comparisons: dict[tuple[int, int], Any] | None = None,
+                  success_comparisons: dict[tuple[int, int], Any] | None = None) -> str:
+    """The table printed by ``report.py``: one row per group, then the pairwise comparisons (on the return,
+    then on success where both groups report it)."""
     lines = ["env | algorithm | runs (seeds) | return after adaptation: IQM [95% CI] | mean | worst seed | "
-             "IQM before | success after: IQM [95% CI]",
+             "IQM before | success after: IQM [95% CI], worst seed",
              "----|-----------|--------------|---------------------------------------|------|------------|"
              "------------|-----------------------------"]
     for s in summaries:
         seeds = ", ".join(str(run.seed) for run in s.runs)
         success = "" if s.success_iqm is None else \
-            f"{s.success_iqm:.1%} [{s.success_ci[0]:.1%}, {s.success_ci[1]:.1%}]"
+            f"{s.success_iqm:.1%} [{s.success_ci[0]:.1%}, {s.success_ci[1]:.1%}], " \
+            f"worst {s.success_worst.success_after:.1%} (seed {s.success_worst.seed})"
         lines.append(f"{s.env} | {s.label} | {len(s.runs)} ({seeds}) | {s.iqm:.2f} [{s.ci[0]:.2f}, {s.ci[1]:.2f}] | "
                      f"{s.mean:.2f} | {s.worst.after:.2f} (seed {s.worst.seed}) | {s.before_iqm:.2f} | {success}")
     for s in summaries:
@@ -240,4 +259,9 @@ def format_report(summaries: Sequence[Summary], comparisons: dict[tuple[int, int
         a, b = summaries[i], summaries[j]
         lines.append(f"{a.env}: P({a.label} > {b.label}) = {p:.2f} [{lo:.2f}, {hi:.2f}] "
                      f"(IQM {a.iqm:.2f} vs {b.iqm:.2f}, difference {a.iqm - b.iqm:+.2f})")
+    for (i, j), (p, (lo, hi)) in (success_comparisons or {}).items():
+        a, b = summaries[i], summaries[j]
+        lines.append(f"{a.env}: P({a.label} > {b.label}) on success = {p:.2f} [{lo:.2f}, {hi:.2f}] "
+                     f"(IQM {a.success_iqm:.1%} vs {b.success_iqm:.1%}, difference "
+                     f"{100 * (a.success_iqm - b.success_iqm):+.1f} points)")
     return "\n".join(lines)

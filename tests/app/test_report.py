@@ -28,11 +28,11 @@ from helpers.scripts import load_script, train
 report = load_script("report")
 
 
-def fake_run(score, algorithm="a", seed=0, before=0.0, steps=100, curve=None):
+def fake_run(score, algorithm="a", seed=0, before=0.0, steps=100, curve=None, success=None):
     curve = np.array(curve if curve is not None else [score - 1.0, score])
     evaluation = {"policy": {"file": "policy.th", "sha256": "", "iteration": None, "num-batches": None},
                   "settings": dict.fromkeys(SETTINGS)}
-    return Run(Path(f"/runs/{algorithm}-{seed}"), "Env-v0", algorithm, seed, float(score), before, None,
+    return Run(Path(f"/runs/{algorithm}-{seed}"), "Env-v0", algorithm, seed, float(score), before, success,
                np.linspace(steps / len(curve), steps, len(curve)), curve, evaluation=evaluation)
 
 
@@ -86,6 +86,56 @@ def test_probability_of_improvement_at_its_extremes():
     assert compare(worse, better, reps=500) == (0.0, (0.0, 0.0))
     tie = summarise([fake_run(1.0, "x", 0), fake_run(1.0, "y", 0)], reps=200)
     assert compare(*tie, reps=200)[0] == 0.5
+
+
+def test_probability_of_improvement_on_success_by_hand():
+    """Meta-World's headline is success: the comparison and the worst seed are given on it too, counted over
+    the pairs of runs with ties as half (hand count below), independent of the returns (all equal here)."""
+    x, y = [0.3, 0.2, 0.5], [0.25, 0.1, 0.2]
+    a, b = summarise([*(fake_run(7.0, "x", s, success=v) for s, v in enumerate(x)),
+                      *(fake_run(7.0, "y", s, success=v) for s, v in enumerate(y))], reps=500)
+    # 0.3 beats all three; 0.2 beats 0.1, ties 0.2, loses to 0.25; 0.5 beats all three: 7.5 of 9 pairs.
+    assert compare(a, b, reps=500, metric="success")[0] == pytest.approx(7.5 / 9)
+    assert compare(b, a, reps=500, metric="success")[0] == pytest.approx(1.5 / 9)
+    assert compare(a, b, reps=500)[0] == 0.5  # the returns tie
+    assert (a.success_worst.seed, a.success_worst.success_after) == (1, 0.2)
+    assert (b.success_worst.seed, b.success_worst.success_after) == (1, 0.1)
+    (single,) = summarise([fake_run(1.0, "z", 0, success=0.0)], reps=200)
+    assert single.success_worst.seed == 0  # one run, success 0: still a worst seed
+    (plain,) = summarise([fake_run(1.0, "r", s) for s in range(2)], reps=200)
+    assert plain.success_worst is None
+    with pytest.raises(ValueError, match="no success to compare"):
+        compare(a, plain, reps=200, metric="success")
+    with pytest.raises(ValueError, match="use one of return, success"):
+        compare(a, b, reps=200, metric="succes")
+
+
+def test_report_on_the_committed_metaworld_runs_compares_success_as_counted_by_hand(capsys):
+    """The committed ML10 runs: P(MAML-TRPO > RL²) on success equals the count over seed pairs made here from
+    each results.npz, and the worst seed on success is the lowest of them."""
+    base = ROOT / "docs" / "runs" / "metaworld-ml10"
+    folders = sorted(p for p in (base / "maml-trpo").glob("seed-*") if (p / "results.npz").exists()) + \
+        sorted(p for p in (base / "rl2-recipe").glob("seed-*") if (p / "results.npz").exists())
+    success = {}
+    for folder in folders:
+        with np.load(folder / "results.npz", allow_pickle=False) as results:
+            success[folder] = float(np.asarray(results["valid_success"], dtype=float).mean())
+    maml = [v for f, v in success.items() if f.parent.name == "maml-trpo"]
+    rl2 = [v for f, v in success.items() if f.parent.name == "rl2-recipe"]
+    assert len(maml) >= 3 and len(rl2) >= 3
+    pairs = sum(1.0 if m > r else 0.5 if m == r else 0.0 for m in maml for r in rl2) / (len(maml) * len(rl2))
+    figures = report.main([str(f) for f in folders] + ["--reps", "200"])
+    (comparison,) = figures["comparisons"]
+    assert comparison["a"] == "maml-trpo" and comparison["b"] == "rl2-ppo"
+    assert comparison["success"]["probability_a_beats_b"] == pytest.approx(pairs)
+    low, high = comparison["success"]["ci"]
+    assert 0 <= low <= pairs <= high <= 1
+    for group, values in zip(figures["groups"], (maml, rl2)):
+        assert group["success_scores"] == pytest.approx(values)
+        worst = min(range(len(values)), key=values.__getitem__)
+        assert group["success_worst_seed"] == group["seeds"][worst]
+    out = capsys.readouterr().out
+    assert f"P(maml-trpo > rl2-ppo) on success = {pairs:.2f}" in out
 
 
 def test_runs_of_one_algorithm_with_other_settings_are_not_pooled():

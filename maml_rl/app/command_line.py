@@ -1,10 +1,12 @@
 """How train.py and test.py run: errors, Ctrl-C, SIGTERM and SIGHUP end them cleanly.
 
-A ``ConfigError`` prints ``error: ...`` and exits 2. Ctrl-C, SIGTERM (kill, a
+A ``ConfigError`` prints ``error: ...`` and exits 2; a file that could not be
+written (a full disk) prints what happened and how to continue, and exits 1. Ctrl-C, SIGTERM (kill, a
 job scheduler) and SIGHUP (the terminal closed) unwind the script like an
 exception, so that every ``with`` block (the sampler's workers and shared
 memory included) cleans up, then exit with the conventional status 128 + the
-signal number.
+signal number. SIGINT is honoured even when the script was started with it
+ignored (a background job of a shell script).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import warnings
 from typing import Any, Callable
 
 from maml_rl.config.loading import ConfigError
+from maml_rl.app.runs.files import RunWriteError
 from maml_rl.legacy.warn import LegacyAPIWarning
 
 __all__ = ["SignalExit", "run_script"]
@@ -33,7 +36,11 @@ def _raise_signal_exit(signum, frame):
 
 
 def _install_signal_handlers() -> None:
-    # A signal already ignored (nohup) or handled by whoever embeds the script is left alone.
+    # A shell starts a background job (`train.py &` in a script) with SIGINT ignored, and Python keeps that:
+    # a run that cannot be interrupted. SIGINT is this script's way to stop, so it is always honoured.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A SIGTERM or SIGHUP already ignored (nohup) or handled by whoever embeds the script is left alone.
     for name in ("SIGTERM", "SIGHUP"):
         signum = getattr(signal, name, None)
         if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
@@ -66,6 +73,9 @@ def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    except RunWriteError as error:
+        _stopping(f"error: {error}", on_stop)
+        sys.exit(1)
     except KeyboardInterrupt:
         _stopping("interrupted", on_stop)
         sys.exit(130)

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from maml_rl.config.loading import ConfigError, config_diff, validate_config
+from maml_rl.app.runs.checksum import ChecksumMismatch, verify_digest
 from maml_rl.app.runs.files import atomic_save
 
-__all__ = ["RESUMABLE_CHANGES", "Resumed", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
+__all__ = ["RESUMABLE_CHANGES", "Resumed", "check_checkpoint_config", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
 
 CHECKPOINT_VERSION = 1
 
@@ -69,6 +70,7 @@ def save_checkpoint(
     :param counters: running totals to carry over (e.g. the number of env steps).
     :param monitors: objects with a ``state_dict()`` that watch the logged metrics (the decline and stall
         monitors), by name: saved so that their metrics go on exactly even if ``metrics.jsonl`` loses rows.
+    The file records its own SHA-256 (:mod:`~maml_rl.app.runs.checksum`), which :func:`safe_load` verifies.
     """
     atomic_save(
         {
@@ -84,6 +86,7 @@ def save_checkpoint(
             "monitors": {name: monitor.state_dict() for name, monitor in (monitors or {}).items()},
         },
         path,
+        checksum=True,
     )
 
 
@@ -102,10 +105,19 @@ def safe_load(path: str | Path, remedy: str) -> Any:
     arrays (the generators' states hold some): a file asking for anything else
     (a crafted ``__reduce__``, say) is refused before any of it runs.
 
+    A file that records its SHA-256 (a checkpoint) is verified first: one flipped bit is refused.
+
     :param remedy: what the user can do, appended to the error messages.
     :raises ConfigError: the file is missing, damaged or refused.
     """
     path = Path(path)
+    try:
+        verify_digest(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist") from None
+    except ChecksumMismatch as exc:
+        raise ConfigError(f"{path} is damaged: its bytes changed since it was written ({exc}), by the disk, "
+                          f"a copy or an edit; nothing in it was used. {remedy}") from None
     try:
         # maml_rl's files (and the reference's) are torch.save's default pickle protocol 2 (tested). torch warns
         # "Detected pickle protocol 4" before failing on a plain pickle (Python's default protocol) or a file
@@ -168,6 +180,19 @@ def read_checkpoint(path: str | Path) -> dict:
     return state
 
 
+def check_checkpoint_config(state: Mapping[str, Any], config: Mapping[str, Any], path: str | Path) -> None:
+    """Refuse a checkpoint (as :func:`read_checkpoint` read it) written with another configuration than ``config``
+    in anything but :data:`RESUMABLE_CHANGES`.
+
+    :raises ConfigError: naming each difference.
+    """
+    # Resolved again so that a key added since (with its default) is not a change.
+    saved = validate_config(state["config"], source=str(path))
+    differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
+    if differences:
+        raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
+
+
 class Resumed(NamedTuple):
     """What :func:`load_checkpoint` gives back besides the restored objects."""
 
@@ -195,11 +220,7 @@ def load_checkpoint(
     :raises ConfigError: the checkpoint belongs to another configuration.
     """
     state = read_checkpoint(path) if state is None else state
-    # Resolved again so that a key added since (with its default) is not a change.
-    saved = validate_config(state["config"], source=str(path))
-    differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
-    if differences:
-        raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
+    check_checkpoint_config(state, config, path)
     policy.load_state_dict(state["policy"])
     sampler.load_state_dict(state["sampler"])
     if "metalearner" in state or metalearner.state_dict():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,12 +13,15 @@ from typing import Any
 import torch
 
 from maml_rl.config.loading import ConfigError
+from maml_rl.samplers.workers.processes import deferred_signals
+from maml_rl.app.runs.checksum import DigestWriter, seal
 
 __all__ = [
     "CHECKPOINT_FILE",
     "CONFIG_FILE",
     "METRICS_FILE",
     "POLICY_FILE",
+    "RunWriteError",
     "TENSORBOARD_DIR",
     "atomic_save",
     "atomic_write",
@@ -33,26 +38,72 @@ METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 
 
+class RunWriteError(Exception):
+    """A run's file could not be written (a full disk, say); the previous version of it is intact."""
+
+
 def atomic_write(path: Path, write) -> None:
     """Write ``path`` through a temporary file in the same folder and ``os.replace``.
 
     A reader (or a run killed at any moment) sees the old file or the new one,
-    never a partial one.
+    never a partial one. SIGINT, SIGTERM and SIGHUP are held back until the
+    write is over, then handled: a stop never lands inside ``torch.save``'s
+    writer (whose own clean-up would replace the interrupt with a RuntimeError).
+
+    :raises RunWriteError: the disk (or quota) is full; nothing was changed.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    with deferred_signals() as received:
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+            with open(tmp, "x+b") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException as exc:
+            written = tmp.stat().st_size if tmp.exists() else 0
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            if _disk_full(exc, path.parent):
+                raise _no_space(path, written) from exc
+            raise
+    for signum, handler in received:  # the write is done: now the stop, if one came
+        handler(signum, None)
+
+
+def _disk_full(exc: BaseException, folder: Path) -> bool:
+    """Whether ``exc`` (or what it replaced: torch's writer reports a failed write as a RuntimeError) is a
+    full disk or quota."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, RuntimeError):
+        try:
+            return shutil.disk_usage(folder).free < (1 << 20)
+        except OSError:
+            return False
+    return False
+
+
+def _no_space(path: Path, written: int) -> RunWriteError:
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = 0
+    needed = max(written, path.stat().st_size if path.exists() else 0)
+    kept = f"the previous {path.name} is intact" if path.exists() else f"no {path.name} was written"
+    return RunWriteError(
+        f"no space left on the device of {path.parent} to write {path.name} ({_mib(free)} free; it needs "
+        f"about {_mib(needed)}): {kept}. Free some space")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def check_writable(path: str | Path, what: str, *, folder: bool) -> None:
@@ -96,9 +147,19 @@ def prepare_output_folder(folder: str | Path, *, fresh: bool) -> Path:
     return folder
 
 
-def atomic_save(obj: Any, path: str | Path) -> None:
-    """``torch.save(obj, path)``, atomically."""
-    atomic_write(Path(path), lambda f: torch.save(obj, f))
+def atomic_save(obj: Any, path: str | Path, *, checksum: bool = False) -> None:
+    """``torch.save(obj, path)``, atomically.
+
+    :param checksum: record the archive's SHA-256 in it (:mod:`~maml_rl.app.runs.checksum`), for
+        :func:`~maml_rl.app.runs.checkpoints.safe_load` to verify; what ``torch.load`` reads is unchanged.
+    """
+    def write(f):
+        writer = DigestWriter(f) if checksum else f
+        torch.save(obj, writer)
+        if checksum:
+            seal(f, writer)
+
+    atomic_write(Path(path), write)
 
 
 def atomic_write_json(obj: Any, path: str | Path) -> None:

@@ -138,12 +138,22 @@ def _env_kwargs(value: Any) -> dict:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(name, str) for name in value):
         raise InvalidValue
+    steps = value.get("max_episode_steps")
+    if steps is not None and not (_is_int(steps) and steps >= 1):
+        raise InvalidValue(f"max_episode_steps must be an integer >= 1 (or absent: the env's own limit), "
+                           f"got {steps!r}")
     return dict(value)
+
+
+#: More hidden layers than this is a mistake, not a network (and would take minutes to build).
+MAX_HIDDEN_LAYERS = 100
 
 
 def _hidden_sizes(value: Any) -> list[int]:
     if not isinstance(value, (list, tuple)) or not all(_is_int(size) and size >= 1 for size in value):
         raise InvalidValue
+    if len(value) > MAX_HIDDEN_LAYERS:
+        raise InvalidValue(f"{len(value)} layers; at most {MAX_HIDDEN_LAYERS}")
     return [int(size) for size in value]
 
 

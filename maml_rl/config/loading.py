@@ -27,6 +27,7 @@ import yaml
 
 from maml_rl.envs.meta_env import check_meta_env
 from maml_rl.config.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
+from maml_rl.config.yaml_rules import ConfigLoader
 
 __all__ = [
     "CONFIG_KEYS",
@@ -70,15 +71,8 @@ def config_keys(algorithm: str) -> dict[str, Hyperparameter]:
     return {h.key: h for h in (*SHARED_KEYS, *_algorithm_keys()[algorithm])}
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML loader that also reads ``1e-2`` (no dot) as a float, not a string."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+#: A config file is a few KB; one far larger is a mistake (or an attack) that would take minutes to parse.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def read_config_file(path: str | Path) -> dict:
@@ -88,6 +82,10 @@ def read_config_file(path: str | Path) -> dict:
     """
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {str(path)!r} is {size / 2**20:.1f} MiB, more than a config holds "
+                              f"(at most {MAX_CONFIG_BYTES >> 20} MiB): is it the right file?")
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from None
@@ -95,7 +93,7 @@ def read_config_file(path: str | Path) -> dict:
         raise ConfigError(f"cannot read config file {str(path)!r}: it is not UTF-8 text ({exc.reason} at byte "
                           f"{exc.start}), so damaged or not a config file; restore it from a copy") from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_Loader)
+        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=ConfigLoader)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot parse config file {str(path)!r}: {exc}") from None
     if not isinstance(data, dict):
@@ -113,7 +111,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ConfigError(f"override {text!r} must look like KEY=VALUE, e.g. fast-batch-size=10")
     try:
-        parsed = yaml.load(value, Loader=_Loader) if value.strip() else None
+        parsed = yaml.load(value, Loader=ConfigLoader) if value.strip() else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"cannot parse the value of override {text!r}: {exc}") from None
     return key, parsed

@@ -123,6 +123,16 @@ class MetaLearner(ABC):
         """What is wrong with a resolved configuration's keys taken together (nothing by default)."""
         return []
 
+    def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
+                     horizon: int) -> dict[str, int]:
+        """Bytes the data of an iteration takes at least, by what holds it, besides the networks: checked
+        against the machine's memory before a run writes anything. By default, one rollout's episodes.
+
+        :param horizon: the most steps of an episode (the env's time limit).
+        """
+        rows = config["meta-batch-size"] * config["fast-batch-size"] * horizon
+        return {"episodes of a rollout": rows * (observation_size + action_size + 4) * 4}
+
     @abstractmethod
     def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float, device: str | torch.device = "cpu") -> Any:
         """One iteration's batch for :meth:`update`, gathered on ``tasks`` with ``sampler``."""

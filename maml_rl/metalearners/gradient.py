@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections import OrderedDict
-from typing import Any, ClassVar, NamedTuple, Sequence
+from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -51,6 +51,15 @@ class GradientMetaLearner(MetaLearner):
     #: The value baseline :meth:`sample` fits the advantages with (refitted on every task's episodes, so it
     #: holds no state between iterations); ``None`` until the first call builds a ``LinearFeatureBaseline``.
     baseline: Any = None
+
+    def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
+                     horizon: int) -> dict[str, int]:
+        # The episodes before each inner step and after the last one, all kept for the meta-update.
+        rows = config["meta-batch-size"] * config["fast-batch-size"] * horizon * (config["num-steps"] + 1)
+        # Each task's parameters after each inner step, and their gradients in the meta-graph.
+        adapted = config["meta-batch-size"] * config["num-steps"] * sum(p.numel() for p in self.policy.parameters())
+        return {"episodes of an iteration": rows * (observation_size + action_size + 4) * 4,
+                "adapted parameters": adapted * 4 * 2}
 
     def _setup(self, policy: torch.nn.Module, device: str | torch.device, fast_lr: float, num_steps: int,
                averaging: str, gae_lambda: float, objective: str = "reinforce") -> None:

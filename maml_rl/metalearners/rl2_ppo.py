@@ -114,6 +114,24 @@ class RL2PPO(MetaLearner):
         return cls(policy, gae_lambda=config["gae-lambda"], seed=config["seed"], device=device, **keys)
 
     @staticmethod
+    def config_problems(config: Mapping[str, Any]) -> list[str]:
+        problems = []
+        if config["bptt-overlap"] >= config["bptt-chunk"]:
+            problems.append(f"bptt-overlap ({config['bptt-overlap']}) must be smaller than bptt-chunk "
+                            f"({config['bptt-chunk']}): each chunk shares that many steps with the next")
+        if config["bptt-overlap"] and not config["update-per-chunk"]:
+            problems.append("bptt-overlap applies to the chunk updates: set update-per-chunk: true or leave "
+                            "bptt-overlap at 0")
+        return problems
+
+    def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
+                     horizon: int) -> dict[str, int]:
+        # Each step of a trial keeps its inputs and, for the update, the GRU's state.
+        steps = config["meta-batch-size"] * config["fast-batch-size"] * config["episodes-per-trial"] * horizon
+        width = rl2_input_size(observation_size, action_size) + config["gru-size"] + action_size + 4
+        return {"trials of an iteration": steps * width * 4}
+
+    @staticmethod
     def make_policy(env: Any, config: Mapping[str, Any]) -> GRUPolicy:
         """The GRU policy of a configuration: RL²'s input for the env's spaces."""
         observation_size = int(spaces.flatdim(env.observation_space))

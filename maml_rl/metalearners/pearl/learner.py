@@ -185,16 +185,30 @@ class PEARL(MetaLearner):
     def _make_replays(self, sampler: Any) -> None:
         if self.replay is not None:
             return
-        # The most a task can receive: each phase collects whole episodes of every slot until it has its steps.
-        calls = sampler.batch_size * sampler.horizon
-        per_iteration = sum(steps + calls for _, steps, _, _ in self.phases if steps)
-        most = self.num_initial_steps + calls + (self.num_iterations or 0) * per_iteration
-        rows = self.replay_capacity if self.num_iterations is None else min(self.replay_capacity, most)
+        rows = self._replay_rows(sampler.batch_size, sampler.horizon)
         shapes = ((self.policy.observation_size,), (self.policy.action_size,))
         self.replay = MultiTaskReplay(self.num_train_tasks, self.replay_capacity, *shapes, rows_per_task=rows,
                                       what="replay (actor-critic)")
         self.encoder_replay = MultiTaskReplay(self.num_train_tasks, self.replay_capacity, *shapes,
                                               rows_per_task=rows, what="replay (encoder)")
+
+    def _replay_rows(self, batch_size: int, horizon: int) -> int:
+        """The most rows a task's replay will hold: each phase collects whole episodes of every slot until it
+        has its steps, and no more than the capacity."""
+        calls = batch_size * horizon
+        per_iteration = sum(steps + calls for _, steps, _, _ in self.phases if steps)
+        most = self.num_initial_steps + calls + (self.num_iterations or 0) * per_iteration
+        return self.replay_capacity if self.num_iterations is None else min(self.replay_capacity, most)
+
+    def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
+                     horizon: int) -> dict[str, int]:
+        row = 4 * (2 * observation_size + 1) + 4 * action_size + 1  # a transition, as MultiTaskReplay stores it
+        rows = self._replay_rows(config["fast-batch-size"], horizon)
+        width = max([*config["hidden-sizes"], *config["context-hidden-sizes"]])
+        return {"replays (actor-critic and encoder)": 2 * self.num_train_tasks * rows * row,
+                "training tasks": self.num_train_tasks * 64,
+                "context batch": self.tasks_per_update * self.embedding_batch_size * (row + 8 * width),
+                "actor-critic batch": self.tasks_per_update * self.sac_batch_size * (row + 8 * width)}
 
     def _collect(self, sampler: Any, indices: Sequence[int], steps: int, from_posterior: bool,
                  for_encoder: bool) -> List[Transitions]:

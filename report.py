@@ -34,6 +34,7 @@ with quiet_interrupt("report.py"):
     from maml_rl.config.loading import ConfigError
     from maml_rl.app.plotting import plot_iqm_curves
     from maml_rl.app.report_runs import distinct_runs, find_run_folders
+    from maml_rl.app.runs.lock import writer_of
     from maml_rl.app.reports import (ReportError, compare, comparison_problem, curves, format_report, load_run,
                                      summarise)
 
@@ -56,7 +57,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.reps < 100:
         raise ConfigError(f"--reps {args.reps}: too few bootstrap replications for a 95% interval; give >= 100")
     try:
-        runs = distinct_runs([load_run(folder, args.results) for folder in find_run_folders(args.runs)])
+        folders = find_run_folders(args.runs)
+        for folder in folders:
+            if writer_of(folder) is not None:
+                print(f"note: {folder} is being written by a running train.py: it is reported as it is now "
+                      "(its files are only read)", file=sys.stderr)
+        runs = distinct_runs([load_run(folder, args.results) for folder in folders])
         summaries = summarise(runs, reps=args.reps, seed=args.seed)
     except (ReportError, ImportError) as exc:
         raise ConfigError(str(exc)) from None

@@ -63,6 +63,7 @@ with quiet_interrupt("test.py"):
     from maml_rl.metalearners import METALEARNERS, MetaLearner, make_metalearner, make_policy
     from maml_rl.app.results import RECORD_KEY, record_array
     from maml_rl.app.runs import atomic_write, check_writable, resolve_device
+    from maml_rl.app.runs.lock import writer_of
     from maml_rl.samplers import MultiTaskSampler, usable_cpus
 
 __all__ = ["class_table", "main", "parse_args", "summary_table"]
@@ -150,6 +151,11 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     if "unfinished" in describe_origin(origin):
         print(f"note: {args.policy} is from iteration {origin['iteration']} of {origin['num-batches']}: "
               "its run is not finished", file=sys.stderr)
+    writer = writer_of(Path(args.policy).parent)
+    if writer is not None:
+        print(f"note: {Path(args.policy).parent} is being written by a running train.py"
+              f"{f' (process {writer})' if writer else ''}: this evaluates {Path(args.policy).name} as it is "
+              "now (the run's own files are only read)", file=sys.stderr)
     device = resolve_device(args.device)
     env = build_env(config)
     env_kwargs = evaluation_env_kwargs(config, env, args.split)

@@ -29,7 +29,10 @@ from maml_rl.app.runs import (
     resolve_run_config,
     save_checkpoint,
 )
+from maml_rl.app.runs.checkpoints import check_checkpoint_config
 from maml_rl.app.runs.decline import DeclineMonitor
+from maml_rl.app.runs.fits import check_run_fits
+from maml_rl.app.runs.lock import RunFolderBusy, RunLock
 from maml_rl.app.runs.stall import StallMonitor
 from maml_rl.samplers import MultiTaskSampler
 from maml_rl.utils.memory import keep_freed_memory
@@ -48,24 +51,42 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
     :raises ConfigError: anything wrong with the config or the folder, before any work starts.
     """
     output = Path(output)
+    # One writer per folder, from before it is read until the run ends (a killed run's lock goes with it).
+    with RunLock(output) as lock:
+        check_writable(output, "--output-folder", folder=True)
+        if output.is_dir():
+            lock.acquire()
+        # Everything is checked before any work starts or any file is written.
+        nothing_yet = not any((output / name).exists() for name in (CONFIG_FILE, CHECKPOINT_FILE, METRICS_FILE))
+        config, has_checkpoint = resolve_run_config(
+            output, config_path, list(overrides), default_config=default_config,
+            seed=seed, resume=resume, overwrite=overwrite,
+        )
+        if resume and nothing_yet:
+            print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
+        device = resolve_device(device)
+        env = build_env(config, overridden_env_kwargs(overrides))
+        # A damaged checkpoint, or one of another configuration, is refused before config.json is rewritten:
+        # a refusal changes no file.
+        saved_state = read_checkpoint(output / CHECKPOINT_FILE) if has_checkpoint else None
+        if saved_state is not None:
+            check_checkpoint_config(saved_state, config, output / CHECKPOINT_FILE)
+        check_run_fits(config, env, source=str(config_path or output / CONFIG_FILE))
+        if not lock.held:
+            output.mkdir(parents=True, exist_ok=True)
+            lock.acquire()
+            if any((output / name).exists() for name in (CONFIG_FILE, CHECKPOINT_FILE, METRICS_FILE)):
+                raise RunFolderBusy(f"{output}: another run started writing this folder while this one was "
+                                    "being checked; choose another --output-folder")
 
-    # Everything is checked before any work starts or any file is written.
-    check_writable(output, "--output-folder", folder=True)
-    nothing_yet = not any((output / name).exists() for name in (CONFIG_FILE, CHECKPOINT_FILE, METRICS_FILE))
-    config, has_checkpoint = resolve_run_config(
-        output, config_path, list(overrides), default_config=default_config,
-        seed=seed, resume=resume, overwrite=overwrite,
-    )
-    if resume and nothing_yet:
-        print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
-    device = resolve_device(device)
-    env = build_env(config, overridden_env_kwargs(overrides))
-    # A damaged checkpoint is refused before config.json is rewritten: a refusal changes no file.
-    saved_state = read_checkpoint(output / CHECKPOINT_FILE) if has_checkpoint else None
+        prepare_output_folder(output, fresh=not has_checkpoint)
+        atomic_write_json(config, output / CONFIG_FILE)
+        return _train(output, config, has_checkpoint, saved_state, env, device, sampler_options)
 
-    prepare_output_folder(output, fresh=not has_checkpoint)
-    atomic_write_json(config, output / CONFIG_FILE)
 
+def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, env: Any, device: Any,
+           sampler_options: Mapping[str, Any] | None) -> Path:
+    """The loop of a checked run whose folder is locked and whose config.json is written."""
     keep_freed_memory()
     torch.manual_seed(config["seed"])
     policy = make_policy(config, env)

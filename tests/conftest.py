@@ -6,6 +6,8 @@ Markers (``pytest -m "not slow"`` is the quick loop), set in the test files them
 * ``processes``: starts ChildEnv worker processes or scripts in subprocesses;
 * ``ray``: starts a Ray cluster on this machine;
 * ``metaworld``: builds Meta-World envs;
+* ``mujoco_version``: its outcome depends on the installed MuJoCo (whether it has ``mujoco.batch``, what it
+  warns); CI runs these, and the ``metaworld`` tests, in its MuJoCo 3.3 venv too;
 * ``slow``: takes more than a few seconds on 2 cores (every ``ray`` and
   ``metaworld`` test, and each test marked so, measured with ``--durations``).
 
@@ -33,7 +35,8 @@ import yaml
 MARKERS = (("slow", "takes more than a few seconds on 2 cores"),
            ("processes", "starts worker processes or subprocesses"),
            ("ray", "starts a Ray cluster on this machine"),
-           ("metaworld", "builds Meta-World envs"))
+           ("metaworld", "builds Meta-World envs"),
+           ("mujoco_version", "its outcome depends on the installed MuJoCo version"))
 
 # 2D navigation, shrunk to a fraction of a second per iteration: the config of the train/test script tests.
 SMALL_CONFIG = MappingProxyType({

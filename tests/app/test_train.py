@@ -253,8 +253,10 @@ def test_the_command_to_continue_is_the_one_that_started_the_run_with_resume():
 
 
 def start(tmp_path, *args):
+    # SIGINT as a terminal gives it, whatever pytest inherited (a shell's background job ignores it).
     return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *map(str, args)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.mark.slow

@@ -90,6 +90,7 @@ def test_unknown_env_id(env_id, suggestion):
     assert isinstance(excinfo.value, gym.error.Error)
 
 
+@pytest.mark.mujoco_version
 def test_half_cheetah_model_triggers_the_deprecation_message():
     """The filtered message is real: MuJoCo 4 emits it when compiling the model.
 

@@ -15,6 +15,8 @@ from maml_rl.samplers import MultiTaskSampler, WorkerError
 
 from helpers.episodes import zero_episodes
 
+pytestmark = pytest.mark.mujoco_version
+
 
 def test_the_env_declares_the_default_keys_and_the_caller_may_choose(drift_sampler):
     with drift_sampler(False, 5, 2, seed=3, num_workers=0) as sampler:

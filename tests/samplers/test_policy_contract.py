@@ -24,6 +24,8 @@ from maml_rl.metalearners.sampling import sample_adapt_sample
 from helpers.contract_envs import echo_factory
 from helpers.naive_sampler import PlainMLP
 
+pytestmark = [pytest.mark.processes, pytest.mark.mujoco_version]
+
 SEED = 11
 # The fast path needs mujoco.batch (MuJoCo >= 4); CI's MuJoCo 3.3 venv runs the other layouts, and its
 # MuJoCo 4 venv sets MAML_RL_REQUIRE_FAST_PATH so that the fast-path layouts cannot be left out there.

@@ -34,6 +34,8 @@ from maml_rl.samplers import MultiTaskSampler
 
 from helpers.property_envs import make_property_env, property_factory
 
+pytestmark = pytest.mark.processes
+
 
 # -- the generated cases ------------------------------------------------------------------------------
 
@@ -279,14 +281,23 @@ ALIGNMENT_CASES = [
 ]
 
 
-# Mostly fork (workers start in ~0.03 s; forkserver and spawn take ~0.3 s a sampler on 2 cores).
-@SMALL
-@given(cases_and_methods(["fork"] * 5 + ["forkserver", "spawn"], max_tasks=5, max_batch=5, max_horizon=8))
-@example((ALIGNMENT_CASES[0], "fork"))
-@example((ALIGNMENT_CASES[1], "fork"))
-def test_episodes_replay_and_match_across_layouts(case_and_method):
-    case, method = case_and_method
-    check_case(case, layouts(method))
+def across_layouts(profile):
+    """The small cases under ``profile``: mostly fork (workers start in ~0.03 s; forkserver and spawn take
+    ~0.3 s a sampler on 2 cores), and the alignment cases whatever hypothesis draws."""
+    @profile
+    @given(cases_and_methods(["fork"] * 5 + ["forkserver", "spawn"], max_tasks=5, max_batch=5, max_horizon=8))
+    @example((ALIGNMENT_CASES[0], "fork"))
+    @example((ALIGNMENT_CASES[1], "fork"))
+    def test(case_and_method):
+        case, method = case_and_method
+        check_case(case, layouts(method))
+
+    return test
+
+
+# The quick tier draws the first 20 of the derandomized sequence; the full tier all 150.
+test_episodes_replay_and_match_across_layouts = across_layouts(settings(SMALL, max_examples=20))
+test_episodes_replay_and_match_across_layouts_150 = pytest.mark.slow(across_layouts(SMALL))
 
 
 # Two fixed cases under forkserver, whatever hypothesis draws: a shifted Discrete start with a 2-D

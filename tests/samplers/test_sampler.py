@@ -20,6 +20,8 @@ from maml_rl.metalearners.sampling import sample_adapt_sample
 
 from helpers.sampler_envs import ProbeEnv, make_probe_env
 
+pytestmark = pytest.mark.processes
+
 START_METHODS = [m for m in ("fork", "forkserver", "spawn") if m in mp.get_all_start_methods()]
 
 

@@ -20,6 +20,8 @@ from helpers.differential_envs import factory
 from helpers.naive_sampler import ElementwisePolicy, reference_rollout
 from helpers.samplers import DRIFT_SEED
 
+pytestmark = pytest.mark.processes
+
 SEED = DRIFT_SEED
 
 

@@ -21,6 +21,8 @@ from helpers.differential_trials import (ACT, CATEGORIES, OBS, SEED, SHAPES, ass
 from helpers.naive_sampler import ElementwisePolicy
 from helpers.naive_trials import CountingRecurrentPolicy, reference_trials
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 @pytest.mark.parametrize("num_workers, partial", [(0, False), (3, False), (3, True)],

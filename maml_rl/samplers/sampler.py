@@ -2,7 +2,8 @@
 
 The facade of the sampler's layers (``docs/architecture.md``): it checks its arguments once
 (``settings/``), asks a backend for each rollout (``backends``), and turns the trajectories into
-checked episodes (``trajectories``); it knows nothing of baselines or adaptation.
+checked episodes (``trajectories``); it knows nothing of adaptation, and fits a baseline only for
+pytorch-maml-rl's API (``LegacySamplerMethods``).
 """
 
 from __future__ import annotations

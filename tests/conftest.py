@@ -8,8 +8,8 @@ Markers (``pytest -m "not slow"`` is the quick loop), set in the test files them
 * ``metaworld``: builds Meta-World envs;
 * ``mujoco_version``: its outcome depends on the installed MuJoCo (whether it has ``mujoco.batch``, what it
   warns); CI runs these, and the ``metaworld`` tests, in its MuJoCo 3.3 venv too;
-* ``slow``: takes more than a few seconds on 2 cores (every ``ray`` and
-  ``metaworld`` test, and each test marked so, measured with ``--durations``).
+* ``slow``: takes more than a few seconds on 2 cores (all but a few ``ray`` and
+  ``metaworld`` tests, and each test marked so, measured with ``--durations``).
 
 Fixtures:
 

@@ -31,7 +31,8 @@ from maml_rl.samplers import MultiTaskSampler, WorkerError
 from helpers.naive_sampler import ElementwisePolicy, reference_rollout
 from helpers.scripts import evaluate, train
 
-pytestmark = [pytest.mark.metaworld, pytest.mark.slow]
+# A few cases run in the quick tier (the ids, the splits, one sampler comparison); the rest are slow.
+pytestmark = pytest.mark.metaworld
 
 
 def goals(tasks):
@@ -85,6 +86,7 @@ def test_ml1_splits_are_metaworlds_train_and_test_goals(ml1_reach):
         env.close()
 
 
+@pytest.mark.slow
 def test_ml10_splits_are_metaworlds_classes_and_goals(ml10):
     env = MetaWorldEnv("ML10")
     env.reset(seed=0)
@@ -97,6 +99,7 @@ def test_ml10_splits_are_metaworlds_classes_and_goals(ml10):
     env.close()
 
 
+@pytest.mark.slow
 def test_task_sampling_is_reproducible_from_the_seed():
     def draw(seed):
         env = MetaWorldEnv("ML1", "push-v3")
@@ -133,6 +136,7 @@ DYNAMICS_CLASSES = [(name, 3 * k % 50) for k, name in enumerate(
            | set(metaworld.env_dict.ML45_V3["test"])))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, index", DYNAMICS_CLASSES)
 def test_our_tasks_give_metaworlds_own_dynamics(name, index):
     """Our task dict set on our env (the fast path, the default) == Meta-World's Task set on its own env,
@@ -153,6 +157,7 @@ def test_our_tasks_give_metaworlds_own_dynamics(name, index):
     env.close()
 
 
+@pytest.mark.slow
 def test_a_slot_switches_classes_with_bounded_memory(ml10):
     env = MetaWorldEnv("ML10", max_cached_envs=2)
     env.reset(seed=0)
@@ -176,6 +181,7 @@ def test_a_slot_switches_classes_with_bounded_memory(ml10):
     env.close()
 
 
+@pytest.mark.slow
 def test_reward_versions_differ_and_are_selectable():
     actions = np.random.default_rng(1).uniform(-1, 1, (20, 4)).astype(np.float32)
     rewards = {}
@@ -201,6 +207,7 @@ def test_bad_arguments_say_what_is_wrong(kwargs, message):
         MetaWorldEnv(**kwargs)
 
 
+@pytest.mark.slow
 def test_bad_tasks_say_what_is_wrong():
     env = MetaWorldEnv("ML1", "reach-v3")
     task = env.all_tasks()[0]
@@ -215,12 +222,14 @@ def test_bad_tasks_say_what_is_wrong():
     env.close()
 
 
+@pytest.mark.slow
 def test_env_name_typos_list_the_metaworld_ids():
     with pytest.raises(ValueError, match="MetaWorld-ML1-<task>-v3"):
         make_env("MetaWorld-ML1-pussh-v3")
 
 
-@pytest.mark.parametrize("num_workers, partial", [(0, False), (2, False), (2, True)])
+@pytest.mark.parametrize("num_workers, partial", [(0, False), pytest.param(2, False, marks=pytest.mark.slow),
+                                                   pytest.param(2, True, marks=pytest.mark.slow)])
 def test_sampler_episodes_and_success_equal_the_naive_reference(num_workers, partial):
     """ML10 (several classes per call, so slots switch classes), 40 steps, the sampler vs plain loops."""
     env_fn = make_env("MetaWorld-ML10-v3", max_episode_steps=40)
@@ -244,6 +253,7 @@ def test_sampler_episodes_and_success_equal_the_naive_reference(num_workers, par
     assert successes > 0  # some ML10 tasks succeed under random actions: the values are not all zero
 
 
+@pytest.mark.slow
 def test_an_error_inside_metaworld_is_a_worker_error_with_the_task():
     env_fn = make_env("MetaWorld-ML1-reach-v3", max_episode_steps=5)
     with MultiTaskSampler(None, None, 1, ElementwisePolicy(4, False), None, env_fn=env_fn, seed=0,
@@ -253,6 +263,7 @@ def test_an_error_inside_metaworld_is_a_worker_error_with_the_task():
             sampler.rollout([{**task, "env_name": "push-v3"}])
 
 
+@pytest.mark.slow
 def test_ml45_builds_and_samples_its_splits():
     env = gym.make("MetaWorld-ML45-v3", max_episode_steps=5)
     env.reset(seed=0)
@@ -266,6 +277,7 @@ def test_ml45_builds_and_samples_its_splits():
     env.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["ml1-reach", "ml10"])
 def test_tiny_training_run_and_held_out_evaluation(tmp_path, config, capsys):
     """train.py logs success before/after; test.py evaluates the test split and reports success."""

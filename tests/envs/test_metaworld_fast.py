@@ -45,9 +45,12 @@ from maml_rl.samplers import MultiTaskSampler
 
 from helpers.naive_sampler import ElementwisePolicy
 
-pytestmark = [pytest.mark.metaworld, pytest.mark.slow]
+# A few cases run in the quick tier (ML1's reach, push and pick-place classes, one sampler comparison); the rest
+# are slow.
+pytestmark = pytest.mark.metaworld
 
 ALL_CLASSES = list(metaworld.env_dict.ALL_V3_ENVIRONMENTS)
+QUICK_CLASSES = ("reach-v3", "push-v3", "pick-place-v3")
 
 
 def same(a, b) -> bool:
@@ -62,13 +65,15 @@ def test_every_ml10_and_ml45_class_is_covered():
     assert len(ALL_CLASSES) == 50
 
 
-@pytest.mark.parametrize("name", ALL_CLASSES)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name in QUICK_CLASSES else pytest.mark.slow)
+                                  for name in ALL_CLASSES])
 def test_the_fast_class_steps_like_metaworlds_own(name):
     """Three episodes on two goals: random actions to the 500-step truncation; the scripted policy from a
     reset made after 100 steps and another right after it; the scripted policy with noise."""
     compare_episodes(name, "v2", (500, 100, 200, 200))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL_CLASSES)
 def test_the_fast_class_steps_like_metaworlds_own_with_v1_rewards(name):
     """The original paper's rewards (each class's other branch of compute_reward), shorter episodes."""
@@ -133,6 +138,7 @@ def compare_episodes(name, version, lengths, truncation=True):
     mine.close()
 
 
+@pytest.mark.slow
 def test_a_new_env_gets_a_fresh_model_whatever_earlier_envs_did_to_theirs():
     """Fast envs copy one compiled model per file; a reset writes into an env's model (the goal site): the next
     env's model must still equal the one Meta-World's own class compiles from the XML, byte for byte."""
@@ -152,6 +158,7 @@ def test_a_new_env_gets_a_fresh_model_whatever_earlier_envs_did_to_theirs():
     assert second.model is not first.model
 
 
+@pytest.mark.slow
 def test_the_scripted_episodes_reach_the_contact_and_success_branches():
     """The class test is not vacuous: on a pick-and-place class the fast path sees grasps and successes."""
     name = "pick-place-v3"
@@ -171,6 +178,7 @@ def test_the_scripted_episodes_reach_the_contact_and_success_branches():
     assert grasps > 0 and successes > 0
 
 
+@pytest.mark.slow
 def test_contacts_and_the_grasp_reward_equal_metaworlds_on_the_same_states():
     """On each state of scripted grasps, the fast ``touching_object`` and ``_gripper_caging_reward`` against
     ``SawyerXYZEnv``'s own functions called on the same env, over geoms and argument sets no task uses."""
@@ -209,6 +217,7 @@ def test_contacts_and_the_grasp_reward_equal_metaworlds_on_the_same_states():
     assert touching[True] > 0 and touching[False] > 0 and one_pad_only > 0
 
 
+@pytest.mark.slow
 def test_metaworld_itself_is_left_unmodified():
     """Building and stepping fast classes changes nothing of Meta-World: its modules keep their own helpers,
     and a plain Meta-World env here steps like one in a process that never imported maml_rl."""
@@ -258,6 +267,7 @@ def test_metaworld_itself_is_left_unmodified():
 
 # -- the helpers against NumPy and SciPy -------------------------------------------------
 
+@pytest.mark.slow
 def test_quaternions_equal_scipys():
     assert EXACT  # checked at import against the installed SciPy
     rng = np.random.default_rng(0)
@@ -316,6 +326,7 @@ def test_norm_equals_numpys():
 
 # -- the env and the sampler --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_fast_is_the_default_and_false_steps_metaworlds_classes():
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS["push-v3"]
     env = MetaWorldEnv("ML1", "push-v3")
@@ -328,6 +339,7 @@ def test_fast_is_the_default_and_false_steps_metaworlds_classes():
         MetaWorldEnv("ML1", "push-v3", fast="yes")
 
 
+@pytest.mark.slow
 def test_fast_envs_pickle_as_metaworlds_do():
     """Meta-World's envs pickle (their model file, attributes and qpos/qvel); a fast env is found again by
     pickle, and its copy steps as the copy of Meta-World's own env does."""
@@ -352,6 +364,7 @@ def test_fast_envs_pickle_as_metaworlds_do():
         classes.BY_NAME.NotAClass
 
 
+@pytest.mark.slow
 def test_an_unchecked_metaworld_version_falls_back_with_one_log_line(monkeypatch, caplog):
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS["reach-v3"]
     monkeypatch.setattr(classes, "CHECKED_VERSIONS", ("0.0.1",))
@@ -388,7 +401,7 @@ def assert_same_episodes(got, want):
     assert torch.equal(got.infos["success"], want.infos["success"])
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
 def test_sampler_episodes_are_the_same_on_both_paths(num_workers):
     """ML10 through the sampler (slots switch classes), fast and plain: the same episodes, bit for bit."""
     fast, plain = rollouts_on_both_paths("MetaWorld-ML10-v3", 60, 2, 6, 1, 3, num_workers)
@@ -396,6 +409,7 @@ def test_sampler_episodes_are_the_same_on_both_paths(num_workers):
         assert_same_episodes(got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_horizon_one_one_task_two_calls_in_a_row_are_the_same_on_both_paths(num_workers):
     """Degenerate shapes: one task, one episode per task, episodes that end at their first step, two calls."""

@@ -39,7 +39,8 @@ from helpers.process_utils import wait_until_gone
 from helpers.runs import assert_same_policy, load_policy, read_metrics, run
 from helpers.scripts import train
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.processes]
+# One small cluster case runs in the quick tier (a Ray cluster of three nodes starts in it); the rest are slow.
+pytestmark = [pytest.mark.ray, pytest.mark.processes]
 
 # The actors cannot import the tests' helpers package: the test envs travel by value,
 # as code of a user's own main script does.
@@ -112,7 +113,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [pytest.param(case, marks=() if case == "navigation" else pytest.mark.slow)
+                                  for case in sorted(CASES)])
 def test_episodes_equal_the_local_sampler_for_one_two_three_actors(cluster, case):
     env, policy_fn, B, K, actor_counts = CASES[case]
     kwargs = {"max_episode_steps": 20} if env.startswith("HalfCheetah") else {}
@@ -123,6 +125,7 @@ def test_episodes_equal_the_local_sampler_for_one_two_three_actors(cluster, case
         assert state["num_rollouts"] == local_state["num_rollouts"]
 
 
+@pytest.mark.slow
 def test_info_values_cross_the_cluster_bit_identically(cluster, drift_sampler):
     """The env's info keys (a bool and a float) come back from the actors as they do locally."""
     def run(**kwargs):
@@ -141,6 +144,7 @@ def test_info_values_cross_the_cluster_bit_identically(cluster, drift_sampler):
                 assert all(torch.equal(x.infos[key], y.infos[key]) for key in x.infos)
 
 
+@pytest.mark.slow
 def test_mean_actions_cross_the_cluster_bit_identically(cluster, drift_sampler):
     """actions="mean" reaches the actors: their episodes equal the local ones and the naive reference's."""
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}, {"offset": 0.7, "length": 9}]
@@ -157,6 +161,7 @@ def test_mean_actions_cross_the_cluster_bit_identically(cluster, drift_sampler):
         assert torch.equal(local.observations, remote.observations)
 
 
+@pytest.mark.slow
 def test_partial_mode_and_worker_processes_inside_the_actors(cluster):
     env, policy_fn, B, K, _ = CASES["navigation"]
     local, _ = _run(env, policy_fn, B, K, num_workers=2)
@@ -164,6 +169,7 @@ def test_partial_mode_and_worker_processes_inside_the_actors(cluster):
     _assert_equal(local, remote)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [1, 2, 3, 5])
 def test_a_users_plain_policy_gives_the_local_bits_on_one_and_three_actors(cluster, batch_size):
     """A plain nn.Module MLP (row-count-dependent bits): actions differed from
@@ -185,6 +191,7 @@ def test_a_users_plain_policy_gives_the_local_bits_on_one_and_three_actors(clust
                     assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
 
 
+@pytest.mark.slow
 def test_a_policy_without_stacked_parameters_is_split_invariant(cluster, probe_sampler):
     # Evaluated once per task, by the actors and locally alike.
     def make():
@@ -199,6 +206,7 @@ def test_a_policy_without_stacked_parameters_is_split_invariant(cluster, probe_s
         _assert_equal(local, run(backend="ray", ray_actors=actors))
 
 
+@pytest.mark.slow
 def test_a_ray_run_resumes_locally_and_the_reverse(cluster):
     env, policy_fn, B, K, _ = CASES["navigation"]
 
@@ -223,6 +231,7 @@ def test_a_ray_run_resumes_locally_and_the_reverse(cluster):
         _assert_equal(expected[1], _episodes(second, second.sample_tasks(K)))
 
 
+@pytest.mark.slow
 def test_parameters_are_put_once_per_rollout_whatever_the_number_of_actors(cluster):
     env, policy_fn, B, K, _ = CASES["navigation"]
     sizes = {}
@@ -244,6 +253,7 @@ def _sleepy_tasks(num_tasks, sleep=0.05, length=6):
     return [{"value": 0.1 * k, "length": length, "sleep": sleep} for k in range(num_tasks)]
 
 
+@pytest.mark.slow
 def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster, probe_sampler):
     tasks = _sleepy_tasks(6)
 
@@ -275,6 +285,7 @@ def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster, probe_sam
     cluster.wait_for_nodes()
 
 
+@pytest.mark.slow
 def test_every_actor_dying_raises_naming_them_and_the_next_call_starts_afresh(cluster, probe_sampler):
     with probe_sampler(1, backend="ray") as sampler:
         started = time.monotonic()
@@ -286,6 +297,7 @@ def test_every_actor_dying_raises_naming_them_and_the_next_call_starts_afresh(cl
         assert [int(b.lengths[0]) for b in episodes] == [5, 5, 5]
 
 
+@pytest.mark.slow
 def test_a_childenv_lost_inside_a_live_actor_reruns_its_group_and_twice_is_raised(cluster, tmp_path, probe_sampler):
     marker = str(tmp_path / "killed")
     tasks = [{"value": float(k), "length": 5} for k in range(3)]
@@ -311,6 +323,7 @@ def test_a_childenv_lost_inside_a_live_actor_reruns_its_group_and_twice_is_raise
             assert torch.equal(getattr(a, name), getattr(b, name)), name
 
 
+@pytest.mark.slow
 def test_an_env_error_in_an_actor_is_the_local_worker_error(cluster, probe_sampler):
     tasks = [{"value": 0.0, "length": 5}] * 3 + [{"value": 1.0, "length": 5, "fail": "step"}]
     with probe_sampler(num_workers=0) as sampler:
@@ -345,6 +358,7 @@ def _descendants(pids):
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["close", "garbage collection"])
 def test_no_actor_or_worker_process_outlives_the_sampler(cluster, how, probe_sampler):
     sampler = probe_sampler(backend="ray", num_workers=2)
@@ -382,6 +396,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])
 def test_an_interrupted_or_killed_driver_leaves_nothing_running(cluster, signum):
     script = INTERRUPTED_SCRIPT.format(tests=str(TESTS), address=cluster.address)
@@ -422,6 +437,7 @@ def test_missing_ray_says_how_to_install_it(monkeypatch):
         MultiTaskSampler("2DNavigation-v0", {}, 2, NormalMLPPolicy(2, 2), backend="ray")
 
 
+@pytest.mark.slow
 def test_task_groups_follow_the_cpus_and_actors_spread_over_nodes():
     assert _split(7, [1, 1, 1]) == [(0, 2), (2, 5), (5, 7)]
     assert _split(4, [2, 1, 1]) == [(0, 2), (2, 3), (3, 4)]
@@ -439,6 +455,7 @@ def test_task_groups_follow_the_cpus_and_actors_spread_over_nodes():
     assert _placement(nodes, None, 3) == [("a", 3)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["maml-trpo", "rl2-ppo"])
 def test_train_py_on_ray_resumes_locally_as_one_uninterrupted_run(cluster, tmp_path, algorithm, small_config,
                                                                   small_rl2_config):
@@ -459,6 +476,7 @@ def test_ray_options_without_the_ray_backend_are_refused(capsys):
     assert "--ray-address need(s) --backend ray" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_actors(cluster):
     """RL² trials (states, log-probs, the continuation from adapted states) cross the cluster bit for bit."""
     from maml_rl.policies import GRUPolicy, rl2_input_size
@@ -483,6 +501,7 @@ def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_acto
                 assert x.chunk_states is None or torch.equal(x.chunk_states, y.chunk_states)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("actors, discrete", [(1, False), (3, True)], ids=["1-actor-continuous", "3-actors-discrete"])
 def test_ray_trials_equal_the_naive_reference_over_the_degenerate_shapes(cluster, actors, discrete):
     """The trials' differential test (one task, one trial, horizon 1, episodes ending at step 1, ...)
@@ -490,6 +509,7 @@ def test_ray_trials_equal_the_naive_reference_over_the_degenerate_shapes(cluster
     run_trial_shapes(discrete, TRIAL_SHAPES, backend="ray", ray_actors=actors)
 
 
+@pytest.mark.slow
 def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster, probe_sampler):
     """Trials of a recurrent policy rerun on the survivors from the states the call started with."""
     from maml_rl.policies import GRUPolicy, rl2_input_size
@@ -525,6 +545,7 @@ def test_a_node_lost_mid_trials_gives_the_undisturbed_result(cluster, probe_samp
     cluster.wait_for_nodes()
 
 
+@pytest.mark.slow
 def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster, tmp_path, small_config):
     """train.py --seeds on Ray: the seeds' runs, trained in chunks on the worker nodes (a head with no CPUs
     here, so never on the driver's node) and written back here, equal the local runs bit for bit; a stop
@@ -561,6 +582,7 @@ def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster
         assert [row["iteration"] for row in read_metrics(tmp_path / "ray" / f"seed-{seed}")] == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_transitions_and_conditioning_are_the_local_ones_on_the_cluster(cluster):
     """Off-policy collection across nodes: each slot's z reaches its task's actor group, and the
     transitions (final observations of truncated episodes included) equal the local ones bit for bit."""

@@ -12,12 +12,14 @@ uninterrupted one bit for bit, so does a run trained in chunks on any nodes.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from maml_rl.config.loading import ConfigError, load_config
+from maml_rl.app.runs.lock import LOCK_FILE, RunLock
 from maml_rl.app.runs import (
     CHECKPOINT_FILE,
     METRICS_FILE,
@@ -31,7 +33,9 @@ __all__ = ["train_seeds_on_ray"]
 
 
 def _read_folder(folder: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+    """A run's files (not its lock: whoever writes the folder holds that)."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file() and path.name != LOCK_FILE}
 
 
 def _write_folder(folder: Path, files: Mapping[str, bytes]) -> None:
@@ -82,6 +86,20 @@ def train_seeds_on_ray(output: str | Path, config_path: str | Path | None, seeds
     output = Path(output)
     if chunk < 1:
         raise ConfigError(f"chunk must be >= 1, got {chunk}")
+    # One writer per run folder, here as in train.py: every seed's folder is locked until the runs end.
+    with contextlib.ExitStack() as stack:
+        locks = {seed: stack.enter_context(RunLock(output / f"seed-{seed}")) for seed in seeds}
+        for seed, lock in locks.items():
+            if (output / f"seed-{seed}").is_dir():
+                lock.acquire()
+        return _train_seeds(ray, output, config_path, seeds, overrides, locks, resume=resume, overwrite=overwrite,
+                            device=device, num_workers=num_workers, ray_address=ray_address,
+                            cpus_per_seed=cpus_per_seed, chunk=chunk, default_config=default_config)
+
+
+def _train_seeds(ray, output: Path, config_path, seeds, overrides, locks, *, resume, overwrite, device, num_workers,
+                 ray_address, cpus_per_seed, chunk, default_config) -> Path:
+    """:func:`train_seeds_on_ray` once the seeds' existing folders are locked."""
     # Every seed's folder and the config are checked here first, as train.py checks one run.
     start: dict[int, dict[str, bytes]] = {}
     totals = {}
@@ -96,6 +114,10 @@ def train_seeds_on_ray(output: str | Path, config_path: str | Path | None, seeds
             path = default_config if config_path is None else config_path
             load_config(path, overrides)  # the config itself, before its text goes out
             config_text = Path(path).read_text()
+    for seed, lock in locks.items():
+        if not lock.held:
+            (output / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
+            lock.acquire()
     if not ray.is_initialized():
         ray.init(address=ray_address, log_to_driver=True)
     cpus = cpus_per_seed or 1

@@ -107,6 +107,21 @@ def test_a_second_train_py_on_a_folder_is_refused_at_once(tmp_path, small_config
     assert iterations == list(range(len(iterations)))
 
 
+def test_seeds_on_ray_lock_every_seed_folder_before_ray_starts(tmp_path, small_config):
+    """``train.py --seeds ... --backend ray`` writes each seed's folder from the driver: it takes their locks."""
+    if not os.environ.get("MAML_RL_REQUIRE_RAY"):
+        pytest.importorskip("ray")
+    from helpers.scripts import train
+
+    (tmp_path / "seeds" / "seed-2").mkdir(parents=True)
+    with RunLock(tmp_path / "seeds" / "seed-2") as lock:
+        lock.acquire()
+        with pytest.raises(RunFolderBusy, match=r"seed-2 is being written by another train.py"):
+            train.main(["--config", str(small_config(tmp_path)), "--output-folder", str(tmp_path / "seeds"),
+                        "--seeds", "1", "2", "--backend", "ray"])
+    assert writer_of(tmp_path / "seeds" / "seed-2") is None
+
+
 # ------------------------------------------------------------------------------- signals and the disk
 WRITER = """
 import sys

@@ -29,6 +29,7 @@ from maml_rl.app.runs import (
     resolve_run_config,
     save_checkpoint,
 )
+from maml_rl.app.progress import PhaseBar, budget_line, finished_line
 from maml_rl.app.runs.decline import DeclineMonitor
 from maml_rl.app.runs.stall import StallMonitor
 from maml_rl.samplers import MultiTaskSampler
@@ -95,6 +96,8 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
             return output
         if start:
             print(f"{output}: resuming at iteration {start} of {num_batches}", file=sys.stderr)
+        print(budget_line(config, metalearner, sampler.horizon, start), file=sys.stderr)
+        metalearner.progress = PhaseBar()
         progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
         with MetricsLogger(output, start_iteration=start) as logger, progress:
@@ -146,6 +149,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
                                 sampler=sampler, counters=counters, metalearner=metalearner,
                                 monitors=monitors)
+    print(finished_line(output, config), file=sys.stderr)
     return output
 
 

@@ -29,6 +29,7 @@ from maml_rl.app.runs import (
     resolve_run_config,
     save_checkpoint,
 )
+from maml_rl.app.progress import PhaseBar, budget_line, finished_line
 from maml_rl.app.runs.checkpoints import check_checkpoint_config
 from maml_rl.app.runs.decline import DeclineMonitor
 from maml_rl.app.runs.fits import check_run_fits
@@ -116,6 +117,8 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
             return output
         if start:
             print(f"{output}: resuming at iteration {start} of {num_batches}", file=sys.stderr)
+        print(budget_line(config, metalearner, sampler.horizon, start), file=sys.stderr)
+        metalearner.progress = PhaseBar()
         progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
         with MetricsLogger(output, start_iteration=start) as logger, progress:
@@ -167,6 +170,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
                                 sampler=sampler, counters=counters, metalearner=metalearner,
                                 monitors=monitors)
+    print(finished_line(output, config), file=sys.stderr)
     return output
 
 

@@ -13,6 +13,7 @@ from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.config.hyperparameters import SHARED_KEYS, Hyperparameter
 from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Params
+from maml_rl.utils.progress import Progress
 
 __all__ = ["Evaluation", "EvaluationProtocol", "MetaLearner", "StaleEpisodesError", "StepLogs"]
 #: What :meth:`MetaLearner.step` reports: scalars by name (losses, KL, timings...).
@@ -60,7 +61,12 @@ class MetaLearner(ABC):
     * :meth:`evaluate` adapts to tasks by the algorithm's own protocol and says how
       well the policy did at each stage (``test.py``);
     * :meth:`state_dict` / :meth:`load_state_dict` hold what a resume needs
-      besides the policy (an optimiser's moments), nothing by default.
+      besides the policy (an optimiser's moments), nothing by default;
+    * :meth:`env_steps_per_iteration` says what an iteration costs in env steps,
+      for the budget train.py prints at start.
+
+    A phase of :meth:`sample` or :meth:`update` that can take more than a few
+    seconds reports itself through :attr:`progress` (shown by train.py).
 
     A new algorithm is a subclass in its own file, added to
     :data:`maml_rl.metalearners.METALEARNERS` under the name config files use
@@ -79,6 +85,8 @@ class MetaLearner(ABC):
     #: Whether the policy adapts in its recurrent state over trials (RL²) rather than by gradient steps.
     recurrent: ClassVar[bool] = False
     policy: torch.nn.Module
+    #: Where the long phases of an iteration report (:mod:`maml_rl.utils.progress`); shows nothing by default.
+    progress: Progress = Progress()
 
     @classmethod
     def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],
@@ -101,6 +109,12 @@ class MetaLearner(ABC):
         """Keyword arguments the algorithm needs of :class:`~maml_rl.samplers.MultiTaskSampler` (none by
         default; PEARL: ``conditioning_size``)."""
         return {}
+
+    @staticmethod
+    def env_steps_per_iteration(config: Mapping[str, Any], horizon: int) -> tuple[int, int]:
+        """At most how many env steps an iteration takes, and once before the first (``horizon``: the
+        episodes' time limit): by default ``fast-batch-size`` episodes per task."""
+        return config["meta-batch-size"] * config["fast-batch-size"] * horizon, 0
 
     def sample_tasks(self, sampler: Any, num_tasks: int) -> list:
         """This iteration's tasks: by default ``num_tasks`` fresh ones from the sampler's distribution."""

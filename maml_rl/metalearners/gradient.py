@@ -101,11 +101,17 @@ class GradientMetaLearner(MetaLearner):
         ``valid_actions="mean"`` rolls out the adapted policies' most likely actions after
         the last step (evaluation); such episodes cannot be given to :meth:`update`.
         """
-        train, valid = sample_adapt_sample(sampler, tasks, inner_loop=self.inner_loop,
-                                           baseline=self._baseline(sampler, device),
-                                           gamma=gamma, gae_lambda=self.gae_lambda, device=device,
-                                           valid_actions=valid_actions)
+        with self.progress.phase("sampling", self.num_steps + 1, "rollout") as advance:
+            train, valid = sample_adapt_sample(sampler, tasks, inner_loop=self.inner_loop,
+                                               baseline=self._baseline(sampler, device),
+                                               gamma=gamma, gae_lambda=self.gae_lambda, device=device,
+                                               valid_actions=valid_actions, on_rollout=advance)
         return AdaptationBatch(train, valid)
+
+    @staticmethod
+    def env_steps_per_iteration(config: Mapping[str, Any], horizon: int) -> tuple[int, int]:
+        """``fast-batch-size`` episodes per task before each inner step and after the last."""
+        return config["meta-batch-size"] * config["fast-batch-size"] * horizon * (config["num-steps"] + 1), 0
 
     def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
                  device: str | torch.device = "cpu", *, actions: str = "sample", num_steps: int | None = None,

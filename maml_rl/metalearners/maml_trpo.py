@@ -233,15 +233,17 @@ class MAMLTRPO(GradientMetaLearner):
             if search.curvature > 0 and math.isfinite(search.curvature):
                 full_step = search.direction * math.sqrt(2.0 * self.max_kl / search.curvature)
                 step_size = 1.0
-                for _ in range(self.ls_max_steps):
-                    ls_steps += 1
-                    vector_to_parameters(old_vector - step_size * full_step, params)
-                    loss, kl = self._trial(train_batches, valid, search.old_pi, search.old_log_probs)
-                    if loss < search.loss and kl < self.max_kl:
-                        accepted = True
-                        loss_after, kl_after = loss, kl
-                        break
-                    step_size *= self.ls_backtrack_ratio
+                with self.progress.phase("line search", self.ls_max_steps, "trial") as advance:
+                    for _ in range(self.ls_max_steps):
+                        ls_steps += 1
+                        vector_to_parameters(old_vector - step_size * full_step, params)
+                        loss, kl = self._trial(train_batches, valid, search.old_pi, search.old_log_probs)
+                        advance(1)
+                        if loss < search.loss and kl < self.max_kl:
+                            accepted = True
+                            loss_after, kl_after = loss, kl
+                            break
+                        step_size *= self.ls_backtrack_ratio
             if not accepted:
                 vector_to_parameters(old_vector, params)
         end = time.perf_counter()

@@ -144,6 +144,11 @@ class RL2PPO(MetaLearner):
                          head=config.get("action-head", DEFAULTS.action_head),
                          gru_init=config.get("gru-init", DEFAULTS.gru_init))
 
+    @staticmethod
+    def env_steps_per_iteration(config: Mapping[str, Any], horizon: int) -> tuple[int, int]:
+        """``fast-batch-size`` trials of ``episodes-per-trial`` episodes per task."""
+        return config["meta-batch-size"] * config["fast-batch-size"] * config["episodes-per-trial"] * horizon, 0
+
     def sample(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
                device: str | torch.device = "cpu") -> list[TrialBatch]:
         """This iteration's trials, as :meth:`step` needs them."""
@@ -186,23 +191,26 @@ class RL2PPO(MetaLearner):
         generator = torch.Generator().manual_seed(int(order_seed))
         sums = {"loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
         updates, stopped = 0, False
-        for _ in range(self.epochs):
-            order = torch.randperm(N, generator=generator)
-            for part in torch.tensor_split(order, min(self.minibatches, N)):
-                minibatch = {name: value[:, part.to(value.device)] if value.dim() > 1 else value
-                             for name, value in data.items()}
-                for logs in self._updates(minibatch):
-                    for name in sums:
-                        sums[name] += logs[name]
-                    updates += 1
-                    # metaworld-algorithms' early stop: the policy has moved far enough from the one that sampled.
-                    if self.target_kl is not None and logs["approx_kl"] > 1.5 * self.target_kl:
-                        stopped = True
+        minibatches = min(self.minibatches, N)
+        with self.progress.phase("PPO epochs", self.epochs * minibatches, "minibatch") as advance:
+            for _ in range(self.epochs):
+                order = torch.randperm(N, generator=generator)
+                for part in torch.tensor_split(order, minibatches):
+                    minibatch = {name: value[:, part.to(value.device)] if value.dim() > 1 else value
+                                 for name, value in data.items()}
+                    for logs in self._updates(minibatch):
+                        for name in sums:
+                            sums[name] += logs[name]
+                        updates += 1
+                        # metaworld-algorithms' early stop: the policy has moved far enough from the one that sampled.
+                        if self.target_kl is not None and logs["approx_kl"] > 1.5 * self.target_kl:
+                            stopped = True
+                            break
+                    advance(1)
+                    if stopped:
                         break
                 if stopped:
                     break
-            if stopped:
-                break
         self.num_updates += 1
         out: StepLogs = {name: value / updates for name, value in sums.items()}
         out["ppo_updates"] = updates

@@ -8,7 +8,7 @@ update differentiates, bit for bit.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -49,6 +49,7 @@ def sample_adapt_sample(
     inner_loop: Optional[InnerLoop] = None,
     baseline: Any = None,
     valid_actions: str = "sample",
+    on_rollout: Optional[Callable[[], None]] = None,
 ) -> Tuple[List[List[BatchEpisodes]], List[BatchEpisodes]]:
     """Roll out each task, adapt, and roll out again with the adapted parameters.
 
@@ -63,6 +64,7 @@ def sample_adapt_sample(
         sampler's ``baseline`` (pytorch-maml-rl gave it to the sampler).
     :param valid_actions: ``"mean"`` rolls out the adapted policies' most likely
         actions after the last step (evaluation); adaptation episodes are always sampled.
+    :param on_rollout: called after each of the ``num_steps + 1`` rollouts (progress).
     :returns: ``(train_episodes, valid_episodes)``: ``train_episodes[step][task]``
         gathered before inner step ``step``, ``valid_episodes[task]`` after the
         last. With ``num_steps=0`` ``train_episodes`` is empty and
@@ -88,9 +90,13 @@ def sample_adapt_sample(
     for _ in range(inner_loop.num_steps):
         episodes = rollout_for_adaptation(sampler, tasks, params, inner_loop, baseline, gamma, gae_lambda, device)
         train_episodes.append(episodes)
+        if on_rollout is not None:
+            on_rollout()
         stacked = inner_loop.sampling_step(policy, episodes, stacked, device)
         params = TaskParams.from_stacked(stacked)
     valid_episodes = rollout_for_adaptation(sampler, tasks, params, inner_loop, baseline, gamma, gae_lambda, device,
                                             valid_actions)
+    if on_rollout is not None:
+        on_rollout()
     return train_episodes, valid_episodes
 

@@ -172,15 +172,24 @@ class PEARL(MetaLearner):
         prior: List[Transitions] = []
         posterior: List[Transitions] = []
         if not self.initial_collected:
-            prior += self._collect(sampler, range(self.num_train_tasks), self.num_initial_steps, False, True)
+            prior += self._collect(sampler, range(self.num_train_tasks), self.num_initial_steps, False, True,
+                                   "initial collection, every training task")
             self.initial_collected = True
         for i in pending:
             self.encoder_replay[i].clear()  # the context is this iteration's collection (oyster)
         for name, steps, from_posterior, for_encoder in self.phases:
             if steps:
-                part = self._collect(sampler, pending, steps, from_posterior, for_encoder)
+                part = self._collect(sampler, pending, steps, from_posterior, for_encoder, f"collection ({name})")
                 (posterior if from_posterior else prior).extend(part)
         return TransitionBatch(prior, posterior)
+
+    @staticmethod
+    def env_steps_per_iteration(config: Mapping[str, Any], horizon: int) -> tuple[int, int]:
+        """Each phase's steps per task, and the initial collection of every training task (whole episodes:
+        up to one more episode each)."""
+        phases = ("num-steps-prior", "num-steps-posterior", "num-extra-rl-steps-posterior")
+        per_task = sum(config[key] for key in phases)
+        return config["meta-batch-size"] * per_task, config["num-train-tasks"] * config["num-initial-steps"]
 
     def _make_replays(self, sampler: Any) -> None:
         if self.replay is not None:
@@ -211,25 +220,27 @@ class PEARL(MetaLearner):
                 "actor-critic batch": self.tasks_per_update * self.sac_batch_size * (row + 8 * width)}
 
     def _collect(self, sampler: Any, indices: Sequence[int], steps: int, from_posterior: bool,
-                 for_encoder: bool) -> List[Transitions]:
+                 for_encoder: bool, name: str) -> List[Transitions]:
         """Whole episodes of each task until it has ``steps`` transitions, each slot with its own z
         (oyster resamples z every trajectory, from the prior or from a fresh context's posterior)."""
         remaining = {int(i): steps for i in indices}
         out = []
-        while active := [i for i in remaining if remaining[i] > 0]:
-            with torch.no_grad():
-                if from_posterior:
-                    z = self.posterior(self.context(active)).sample(self.generator, per_task=sampler.batch_size)
-                else:
-                    z = torch.randn((len(active), sampler.batch_size, self.latent_size), generator=self.generator)
-            collected = sampler.rollout_transitions([self.train_tasks[i] for i in active], conditioning=z.cpu(),
-                                                    device=self.device)
-            for i, transitions in zip(active, collected):
-                self.replay[i].add(transitions)
-                if for_encoder:
-                    self.encoder_replay[i].add(transitions)
-                remaining[i] -= len(transitions)
-                out.append(transitions)
+        with self.progress.phase(name, len(remaining) * steps, "env step") as advance:
+            while active := [i for i in remaining if remaining[i] > 0]:
+                with torch.no_grad():
+                    if from_posterior:
+                        z = self.posterior(self.context(active)).sample(self.generator, per_task=sampler.batch_size)
+                    else:
+                        z = torch.randn((len(active), sampler.batch_size, self.latent_size), generator=self.generator)
+                collected = sampler.rollout_transitions([self.train_tasks[i] for i in active],
+                                                        conditioning=z.cpu(), device=self.device)
+                for i, transitions in zip(active, collected):
+                    self.replay[i].add(transitions)
+                    if for_encoder:
+                        self.encoder_replay[i].add(transitions)
+                    advance(min(len(transitions), remaining[i]))
+                    remaining[i] -= len(transitions)
+                    out.append(transitions)
         return out
 
     def context(self, indices: Sequence[int]) -> torch.Tensor:
@@ -254,10 +265,13 @@ class PEARL(MetaLearner):
             raise TypeError(f"PEARL.update() takes what PEARL.sample() returned, got {type(batch).__name__}")
         started = time.perf_counter()
         sums: dict[str, float] = {}
-        for _ in range(self.num_train_steps):
-            indices = torch.randint(self.num_train_tasks, (self.tasks_per_update,), generator=self.generator).tolist()
-            for name, value in self.take_step(indices).items():
-                sums[name] = sums.get(name, 0.0) + value
+        with self.progress.phase("SAC gradient steps", self.num_train_steps, "step") as advance:
+            for _ in range(self.num_train_steps):
+                indices = torch.randint(self.num_train_tasks, (self.tasks_per_update,),
+                                        generator=self.generator).tolist()
+                for name, value in self.take_step(indices).items():
+                    sums[name] = sums.get(name, 0.0) + value
+                advance(1)
         logs: StepLogs = {name: value / self.num_train_steps for name, value in sums.items()}
         logs["time_update"] = time.perf_counter() - started
         return logs

@@ -105,6 +105,7 @@ def test_rl2_trial_profile_reads_episodes_by_hand():
 
 
 @pytest.mark.metaworld
+@pytest.mark.slow
 def test_rl2_trial_profile_matches_test_py_trials(tmp_path, capsys):
     """The profile's success per episode is test.py's trial rows on the same seed, with the reward in the
     input and with it zeroed (test.py on a copy of the config with reward-scale 0)."""
@@ -143,6 +144,7 @@ def test_rl2_trial_profile_matches_test_py_trials(tmp_path, capsys):
 
 
 @pytest.mark.metaworld
+@pytest.mark.slow
 def test_metaworld_own_evaluation_tallies_by_hand():
     """Meta-World 3.1.1's count (the first 3 episodes to end per class) and the per-goal count, on episode ends
     written out by hand: Meta-World PR #577's case of one goal solved early among four."""
@@ -164,6 +166,7 @@ def test_metaworld_own_evaluation_tallies_by_hand():
 
 
 @pytest.mark.metaworld
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["configs/maml/metaworld/ml1-reach.yaml", "configs/rl2/metaworld/ml1-reach.yaml"])
 def test_metaworld_own_evaluation_runs_metaworlds_function(tmp_path, capsys, config):
     """Meta-World's metalearning_evaluation on a trained run: the script's replay of Meta-World's tally is the

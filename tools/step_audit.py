@@ -35,7 +35,7 @@ from maml_rl.data.baseline import LinearFeatureBaseline  # noqa: E402
 from maml_rl.config.loading import apply_overrides, build_env, parse_override, validate_config  # noqa: E402
 from maml_rl.metalearners import make_metalearner, make_policy, sample_adapt_sample  # noqa: E402
 from maml_rl.app.runs.checkpoints import read_checkpoint  # noqa: E402
-from maml_rl.app.runs.metrics import episode_stats  # noqa: E402
+from maml_rl.data.stats import episode_stats  # noqa: E402
 from maml_rl.samplers import MultiTaskSampler  # noqa: E402
 
 

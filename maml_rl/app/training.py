@@ -21,7 +21,6 @@ from maml_rl.app.runs import (
     atomic_save,
     atomic_write_json,
     check_writable,
-    batch_stats,
     load_checkpoint,
     read_checkpoint,
     prepare_output_folder,
@@ -137,7 +136,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 batch = metalearner.sample(sampler, tasks, config["gamma"], device)
                 sampled_time = time.perf_counter()
                 logs = metalearner.update(batch)
-                stats = batch_stats(batch)
+                stats = metalearner.batch_stats(batch)
                 optimized_time = time.perf_counter()
 
                 counters["total_env_steps"] += stats["env_steps"]

@@ -58,6 +58,8 @@ class MetaLearner(ABC):
     * :meth:`sample` gathers one iteration's batch with the sampler's rollout
       primitives (MAML's sample-adapt-sample, RL²'s trials);
     * :meth:`update` takes one meta-update from that batch and returns what to log;
+    * :meth:`batch_stats` summarises that batch into the metrics ``train.py`` logs (returns before and after
+      adaptation, env steps): the batch's type is the learner's own, and only it reads it;
     * :meth:`evaluate` adapts to tasks by the algorithm's own protocol and says how
       well the policy did at each stage (``test.py``);
     * :meth:`state_dict` / :meth:`load_state_dict` hold what a resume needs
@@ -154,6 +156,12 @@ class MetaLearner(ABC):
     @abstractmethod
     def update(self, batch: Any) -> StepLogs:
         """One meta-update of :attr:`policy` from what :meth:`sample` returned; returns what to log."""
+
+    @abstractmethod
+    def batch_stats(self, batch: Any) -> dict[str, float]:
+        """What ``train.py`` logs of what :meth:`sample` returned: at least ``env_steps`` (steps taken),
+        ``return_before`` and ``return_after`` (mean episode returns before and after adaptation), and
+        ``success_before``/``success_after`` where the episodes carry ``success`` (:mod:`maml_rl.data.stats`)."""
 
     def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float, device: str | torch.device = "cpu", *,
                  actions: str = "sample", num_steps: Optional[int] = None,

@@ -14,6 +14,7 @@ from gymnasium import spaces
 from maml_rl.metalearners.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.data.stats import episode_stats
 from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.metalearners.base import Evaluation, MetaLearner, StepLogs
 from maml_rl.metalearners.sampling import sample_adapt_sample
@@ -51,6 +52,9 @@ class GradientMetaLearner(MetaLearner):
     #: The value baseline :meth:`sample` fits the advantages with (refitted on every task's episodes, so it
     #: holds no state between iterations); ``None`` until the first call builds a ``LinearFeatureBaseline``.
     baseline: Any = None
+
+    def batch_stats(self, batch: AdaptationBatch) -> dict[str, float]:
+        return episode_stats(batch.train, batch.valid)
 
     def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
                      horizon: int) -> dict[str, int]:

@@ -35,6 +35,7 @@ from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.config.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
 from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
+from maml_rl.data.stats import trial_stats
 from maml_rl.data.trials import TrialBatch, stack_start
 
 __all__ = ["RL2PPO"]
@@ -123,6 +124,9 @@ class RL2PPO(MetaLearner):
             problems.append("bptt-overlap applies to the chunk updates: set update-per-chunk: true or leave "
                             "bptt-overlap at 0")
         return problems
+
+    def batch_stats(self, batch: Sequence[TrialBatch]) -> dict[str, float]:
+        return trial_stats(batch)
 
     def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
                      horizon: int) -> dict[str, int]:

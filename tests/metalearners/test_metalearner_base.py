@@ -4,18 +4,25 @@ and ``train.py`` runs it, checkpoints its state and resumes it exactly, with no 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
 
 from maml_rl.config.hyperparameters import ALGORITHM_KEYS
 from maml_rl.app.runs.checkpoints import read_checkpoint
-from maml_rl.metalearners import (METALEARNERS, AdaptationBatch, GradientMetaLearner, MAMLTRPO, MetaLearner, ProMP,
-                                  RL2PPO)
+from maml_rl.data.stats import mean_returns
+from maml_rl.metalearners import METALEARNERS, GradientMetaLearner, MAMLTRPO, MetaLearner, ProMP, RL2PPO
 from maml_rl.config.loading import ConfigError
 from maml_rl.metalearners.base import Evaluation
 
 from helpers.scripts import evaluate, train
+
+
+class Rollouts(NamedTuple):
+    """RandomSearch's own batch type: train.py hands it back to the learner and reads none of it."""
+
+    episodes: list
 
 
 class RandomSearch(MetaLearner):
@@ -28,10 +35,15 @@ class RandomSearch(MetaLearner):
         self.updates = 0
 
     def sample(self, sampler, tasks, gamma=0.95, device="cpu"):
-        return AdaptationBatch([], sampler.rollout(tasks, gamma=gamma, device=device))
+        return Rollouts(sampler.rollout(tasks, gamma=gamma, device=device))
+
+    def batch_stats(self, batch):
+        returns = float(mean_returns(batch.episodes).mean())
+        return {"env_steps": int(sum(int(b.lengths.sum()) for b in batch.episodes)),
+                "return_before": returns, "return_after": returns}
 
     def update(self, batch):
-        score = float(torch.stack([b.rewards.sum(0).mean() for b in batch.valid]).mean())
+        score = float(torch.stack([b.rewards.sum(0).mean() for b in batch.episodes]).mean())
         generator = torch.Generator().manual_seed(1000 + self.updates)
         with torch.no_grad():
             for p in self.policy.parameters():

@@ -7,8 +7,8 @@
   :func:`load_checkpoint` write and restore the complete state of a run,
   atomically, so that a resumed run continues exactly;
 * :mod:`~maml_rl.app.runs.metrics`: :class:`MetricsLogger` appends one JSON line
-  per iteration to ``metrics.jsonl`` (and TensorBoard), :func:`episode_stats`
-  reduces sampled episodes to returns and step counts;
+  per iteration to ``metrics.jsonl`` (and TensorBoard): the meta-learner's
+  ``batch_stats`` of its batch, its update's logs and the times;
 * :mod:`~maml_rl.app.runs.files`: the run's files, written atomically, and its
   output folder;
 * :mod:`~maml_rl.app.runs.device`: :func:`resolve_device`.
@@ -35,16 +35,7 @@ from maml_rl.app.runs.files import (
     check_writable,
     prepare_output_folder,
 )
-from maml_rl.app.runs.metrics import (
-    MetricsLogger,
-    batch_stats,
-    carries_success,
-    episode_stats,
-    logged_rows,
-    mean_returns,
-    success_rates,
-    trial_stats,
-)
+from maml_rl.app.runs.metrics import MetricsLogger, logged_rows
 from maml_rl.app.runs.resume import resolve_run_config
 
 __all__ = [
@@ -59,19 +50,13 @@ __all__ = [
     "atomic_save",
     "atomic_write",
     "atomic_write_json",
-    "carries_success",
     "check_writable",
-    "batch_stats",
-    "episode_stats",
-    "trial_stats",
     "load_checkpoint",
     "logged_rows",
-    "mean_returns",
     "prepare_output_folder",
     "read_checkpoint",
     "resolve_device",
     "resolve_run_config",
     "safe_load",
     "save_checkpoint",
-    "success_rates",
 ]

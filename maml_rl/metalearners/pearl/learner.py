@@ -19,6 +19,7 @@ from gymnasium import spaces
 
 from maml_rl.config.hyperparameters import DEFAULTS, PEARL_KEYS
 from maml_rl.data.replay import MultiTaskReplay
+from maml_rl.data.stats import transition_stats
 from maml_rl.data.transitions import TransitionBatch, Transitions
 
 from ..base import Evaluation, EvaluationProtocol, MetaLearner, StepLogs
@@ -208,6 +209,9 @@ class PEARL(MetaLearner):
         per_iteration = sum(steps + calls for _, steps, _, _ in self.phases if steps)
         most = self.num_initial_steps + calls + (self.num_iterations or 0) * per_iteration
         return self.replay_capacity if self.num_iterations is None else min(self.replay_capacity, most)
+
+    def batch_stats(self, batch: TransitionBatch) -> dict[str, float]:
+        return transition_stats(batch)
 
     def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
                      horizon: int) -> dict[str, int]:

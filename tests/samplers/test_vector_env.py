@@ -11,6 +11,7 @@ from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from maml_rl.envs import make_env
+from maml_rl.envs.registration import ENV_IDS, METAWORLD_IDS, VectorEntryPoint, register_envs
 from maml_rl.samplers.vector_env import MultiTaskVectorEnv, VectorResetNeeded
 
 from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv
@@ -232,3 +233,37 @@ def test_reset_tasks_changes_the_rewards():
 def test_same_under_every_start_method(start_method):
     drive([StructuredEnv] * 4, AutoresetMode.SAME_STEP, start_method=start_method, steps=10)
     drive([BoxEnv] * 4, AutoresetMode.NEXT_STEP, start_method=start_method, steps=10)
+
+
+def test_every_registered_meta_env_has_a_vector_entry_point():
+    register_envs()
+    for env_id in ENV_IDS + METAWORLD_IDS:
+        assert isinstance(gym.spec(env_id).vector_entry_point, VectorEntryPoint), env_id
+
+
+@pytest.mark.parametrize("env_id", ["2DNavigation-v0", "Bandit-K5-v0", "TabularMDP-v0"])
+def test_make_vec_builds_one_equal_to_sync(env_id):
+    register_envs()
+    kwargs = {"num_envs": 3, "max_episode_steps": 4}
+    ours = gym.make_vec(env_id, vectorization_mode="vector_entry_point", num_workers=2, start_method="fork",
+                        autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
+    reference = gym.make_vec(env_id, vectorization_mode="sync", vector_kwargs={"autoreset_mode": "SameStep"},
+                             **kwargs)
+    try:
+        assert isinstance(ours, MultiTaskVectorEnv) and ours.num_workers == 2
+        assert ours.spec.id == env_id and ours.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        default = gym.make_vec(env_id, num_envs=1, start_method="fork")  # make_vec's default mode is ours now
+        assert isinstance(default, MultiTaskVectorEnv)
+        default.close()
+        tasks = ours.sample_tasks(3, seed=4)
+        ours.reset_tasks(tasks)
+        for env, task in zip(reference.envs, tasks):
+            env.unwrapped.reset_task(task)
+        assert_same(ours.reset(seed=2), reference.reset(seed=2))
+        reference.action_space.seed(0)
+        for t in range(9):
+            actions = reference.action_space.sample()
+            assert_same(ours.step(actions), reference.step(actions), f"step {t}")
+    finally:
+        ours.close()
+        reference.close()

@@ -152,6 +152,9 @@ class VectorChildEnv:
         self.range = spec.ranges[index]
         self.mode = AutoresetMode(spec.autoreset_mode)
         self.space = spec.observation_space
+        # An observation array of the space's shape is assigned to its row of the batched view: what
+        # write_to_shared_memory writes (the same cast), without its ~6 us of views per call.
+        self.flat_shape = self.space.shape if isinstance(self.space, _FLAT_SPACES) else None
         self.buffers = buffers
         self.actions = buffers.actions
         self.current_env: Optional[int] = None
@@ -185,7 +188,7 @@ class VectorChildEnv:
             g = self.current_env = lo + i
             b.terminated[g] = b.truncated[g] = self.autoreset[i] = False
             observation, info = env.reset(seed=seeds[i], options=options)
-            write_to_shared_memory(self.space, g, observation, b.observation_memory)
+            self._write(g, observation)
             if info:
                 infos.append((g, info))
         self.current_env = None
@@ -208,7 +211,7 @@ class VectorChildEnv:
         raise ValueError(f"unknown request {kind!r}")
 
     def _step(self, actions: Sequence[Any]) -> Optional[Infos]:
-        b, lo, mode, space, memory = self.buffers, self.range.start, self.mode, self.space, self.buffers.observation_memory
+        b, lo, mode, write = self.buffers, self.range.start, self.mode, self._write
         rewards, terminated, truncated, autoreset = b.rewards, b.terminated, b.truncated, self.autoreset
         infos: Infos = []
         self.current_operation = "step"
@@ -226,12 +229,18 @@ class VectorChildEnv:
                     self.current_operation = "reset (autoreset)"
                     observation, info = env.reset()
                     self.current_operation = "step"
-            write_to_shared_memory(space, g, observation, memory)
+            write(g, observation)
             autoreset[i] = terminated[g] or truncated[g]
             if info:
                 infos.append((g, info))
         self.current_env = None
         return infos or None
+
+    def _write(self, g: int, observation: Any) -> None:
+        if observation.__class__ is np.ndarray and observation.shape == self.flat_shape:
+            self.buffers.observations[g] = observation
+        else:
+            write_to_shared_memory(self.space, g, observation, self.buffers.observation_memory)
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> List[Any]:
         """``SyncVectorEnv.call``'s result for this worker's envs."""

@@ -1,5 +1,6 @@
 """MultiTaskVectorEnv under failure: envs that raise, killed workers, misuse, signals, spaces it refuses."""
 
+import gc
 import subprocess
 import sys
 import threading
@@ -175,3 +176,12 @@ if __name__ == "__main__":
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_dropped_env_ends_its_workers():
+    envs = MultiTaskVectorEnv([BoxEnv] * 2, num_workers=2, start_method="fork")
+    pids = envs.worker_pids
+    envs.reset(seed=0)
+    del envs
+    gc.collect()
+    assert wait_until_gone(pids) == []

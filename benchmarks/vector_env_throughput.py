@@ -16,7 +16,10 @@ HalfCheetahVel-v5 envs (one task per env, autoreset ``NEXT_STEP``, episodes of 2
 Start-up is excluded. The contenders run interleaved, the order rotating every round, and the
 script prints per N the median steps/s of each and, per contender, the median (and range) of
 its per-round ratio to ``SyncVectorEnv``: the machine is usually shared, so the ratios from
-one interleaved run mean more than the absolute numbers.
+one interleaved run mean more than the absolute numbers. It also prints the CPU time per env
+step of this process and the contender's workers (Linux): a contender whose wall time per step
+is its CPU time per step over the number of workers was given the cores; one whose wall time
+is its CPU time was given one core in all (the others busy with other work).
 
 Usage::
 
@@ -53,6 +56,19 @@ def mlp(obs_size: int, act_size: int) -> torch.nn.Module:
                                torch.nn.Tanh(), torch.nn.Linear(64, act_size), torch.nn.Tanh())
 
 
+def cpu_seconds(pids: List[int]) -> float:
+    """User + system CPU seconds of the processes ``pids`` (Linux ``/proc``; 0 elsewhere)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 class WithTask:
     """An env factory that sets the env's task (for gymnasium's vector envs, which have no reset_tasks)."""
 
@@ -77,12 +93,24 @@ class Contender:
         with torch.no_grad():
             return self.policy(torch.as_tensor(observations, dtype=torch.float32)).numpy()
 
-    def run(self, steps: int) -> float:
+    def pids(self) -> List[int]:
+        """This process and the contender's worker processes (for their CPU time)."""
+        workers = getattr(self.envs, "worker_pids", None)
+        if workers is None:
+            workers = [p.pid for p in getattr(self.envs, "processes", [])]
+        return [os.getpid(), *workers]
+
+    def run(self, steps: int) -> tuple:
+        """(env steps per second, CPU microseconds per env step over this process and the workers)."""
         observations, _ = self.envs.reset(seed=0)
+        pids = self.pids()
+        cpu = cpu_seconds(pids)
         start = time.perf_counter()
         for _ in range(steps):
             observations = self.envs.step(self.actions(observations))[0]
-        return steps * self.envs.num_envs / (time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        env_steps = steps * self.envs.num_envs
+        return env_steps / seconds, 1e6 * (cpu_seconds(pids) - cpu) / env_steps
 
     def close(self) -> None:
         self.envs.close()
@@ -129,12 +157,15 @@ def main(argv=None) -> None:
         print(f"{ENV_ID}, {num_envs} envs, {args.steps} steps x {args.rounds} rounds")
         built = contenders(num_envs, args.workers, args.async_max_envs)
         rates: Dict[str, List[float]] = {c.name: [] for c in built}
+        cpu: Dict[str, List[float]] = {c.name: [] for c in built}
         try:
             for c in built:  # warm-up
                 c.run(5)
             for r in range(args.rounds):
                 for c in built[r % len(built):] + built[:r % len(built)]:
-                    rates[c.name].append(c.run(args.steps))
+                    rate, cpu_per_step = c.run(args.steps)
+                    rates[c.name].append(rate)
+                    cpu[c.name].append(cpu_per_step)
         finally:
             for c in built:
                 c.close()
@@ -142,7 +173,7 @@ def main(argv=None) -> None:
         for name, values in rates.items():
             ratios = [v / s for v, s in zip(values, sync)]
             print(f"  {name:38s} {statistics.median(values):9.0f} steps/s   x Sync {statistics.median(ratios):5.2f}"
-                  f" [{min(ratios):.2f}, {max(ratios):.2f}]")
+                  f" [{min(ratios):.2f}, {max(ratios):.2f}]   CPU {statistics.median(cpu[name]):6.1f} us/step")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError, \
     ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, create_shared_memory, iterate
+from gymnasium.vector.utils import batch_space, create_shared_memory, iterate, read_from_shared_memory
 
 from maml_rl.envs.factory import make_env
 
@@ -104,6 +104,10 @@ class MultiTaskVectorEnv(VectorEnv):
             self.close()
             raise
         views = self._pool.views
+        self._observation_memory = views.observation_memory
+        # gymnasium reads Text and OneOf spaces out of shared memory as new tuples, not as views: those are
+        # read again after every step (AsyncVectorEnv(shared_memory=True) reads them once, at its start).
+        self._read_again = _read_copies(self.single_observation_space)
         self._observations = views.observations
         self._actions = views.actions
         self._rewards, self._terminations, self._truncations = views.rewards, views.terminated, views.truncated
@@ -249,6 +253,9 @@ class MultiTaskVectorEnv(VectorEnv):
         return self._pool.request(kind, payloads)
 
     def _observation_batch(self) -> Any:
+        if self._read_again:
+            self._observations = read_from_shared_memory(self.single_observation_space, self._observation_memory,
+                                                         n=self.num_envs)
         return deepcopy(self._observations) if self.copy else self._observations
 
     def _assemble_infos(self, replies: Dict[int, Any]) -> Dict[str, Any]:
@@ -284,6 +291,17 @@ class MultiTaskVectorEnv(VectorEnv):
     def __del__(self) -> None:
         if not getattr(self, "closed", True):
             self.close()
+
+
+def _read_copies(space: gym.Space) -> bool:
+    """Whether gymnasium's ``read_from_shared_memory`` of ``space`` copies (a Text or OneOf anywhere in it)."""
+    if isinstance(space, (gym.spaces.Text, gym.spaces.OneOf)):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(_read_copies(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(_read_copies(s) for s in space.spaces)
+    return False
 
 
 def _fits(actions: Any, buffer: np.ndarray) -> bool:

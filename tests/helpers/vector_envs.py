@@ -163,3 +163,30 @@ class KillerEnv(BoxEnv):
 
             os.kill(os.getpid(), signal.SIGKILL)
         return super().step(action)
+
+
+class TextOneOfEnv(_Episodes):
+    """A Dict of Text and OneOf observations (gymnasium's other shared-memory spaces), MultiBinary actions.
+    The OneOf index is a numpy int64, as gymnasium's shared memory gives it back."""
+
+    observation_space = spaces.Dict({
+        "word": spaces.Text(max_length=5, charset="abcde"),
+        "either": spaces.OneOf((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32))),
+    })
+    action_space = spaces.MultiBinary(4)
+
+    def _observation(self):
+        word = "".join(self.np_random.choice(list("abcde"), size=int(self.np_random.integers(1, 6))))
+        if self.np_random.integers(2):
+            either = (np.int64(0), np.int64(self.np_random.integers(3)))
+        else:
+            either = (np.int64(1), self.np_random.uniform(-1, 1, 2).astype(np.float32))
+        return {"word": word, "either": either}
+
+    def reset(self, *, seed=None, options=None):
+        info = self._start(seed, options)
+        return self._observation(), info
+
+    def step(self, action):
+        terminated, truncated = self._advance()
+        return self._observation(), float(np.sum(action)), terminated, truncated, self._info()

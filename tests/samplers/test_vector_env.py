@@ -14,7 +14,7 @@ from maml_rl.envs import make_env
 from maml_rl.envs.registration import ENV_IDS, METAWORLD_IDS, VectorEntryPoint, register_envs
 from maml_rl.samplers.vector_env import MultiTaskVectorEnv, VectorResetNeeded
 
-from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv
+from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv
 
 pytestmark = pytest.mark.processes
 
@@ -85,7 +85,7 @@ def drive(env_fns, mode, *, steps=30, seed=5, tasks=None, actions_dtype=None, **
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
-@pytest.mark.parametrize("env_class", [BoxEnv, DiscreteEnv, StructuredEnv], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("env_class", [BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv], ids=lambda c: c.__name__)
 def test_same_as_sync_vector_env(env_class, mode):
     ended = drive([env_class] * 5, mode)
     assert ended > 10  # the autoresets were exercised

@@ -1,6 +1,7 @@
 """MultiTaskVectorEnv under failure: envs that raise, killed workers, misuse, signals, spaces it refuses."""
 
 import gc
+import signal
 import subprocess
 import sys
 import threading
@@ -112,8 +113,12 @@ def test_async_calls_out_of_order_are_refused():
 
 
 class SlowEnv(BoxEnv):
+    def __init__(self, seconds: float = 0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.seconds = seconds
+
     def step(self, action):
-        time.sleep(0.1)
+        time.sleep(self.seconds)
         return super().step(action)
 
 
@@ -168,7 +173,7 @@ if __name__ == "__main__":
         pids = [int(pid) for pid in process.stdout.readline().split()]
         assert len(pids) == 2, process.stderr.read()
         time.sleep(0.3)
-        process.send_signal(getattr(__import__("signal"), signal_name))
+        process.send_signal(getattr(signal, signal_name))
         process.wait(timeout=15)
         assert process.returncode != 0
         assert wait_until_gone(pids) == []
@@ -185,3 +190,26 @@ def test_a_dropped_env_ends_its_workers():
     del envs
     gc.collect()
     assert wait_until_gone(pids) == []
+
+
+def test_ctrl_c_while_waiting_closes_the_env_and_ends_its_workers():
+    envs = MultiTaskVectorEnv([partial(SlowEnv, seconds=1.0)] * 2, num_workers=2, start_method="fork")
+    pids = envs.worker_pids
+    envs.reset(seed=0)
+    envs.step_async(envs.action_space.sample())
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(KeyboardInterrupt):
+            envs.step_wait()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert wait_until_gone(pids) == []
+    with pytest.raises(VectorEnvClosedError):
+        envs.reset()
+    envs.close()

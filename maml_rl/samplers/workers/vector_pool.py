@@ -8,6 +8,7 @@ rollout protocol of ``EnvPool``. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 from typing import Any, Dict, List, Sequence
 
@@ -36,31 +37,37 @@ class VectorEnvPool(ChildEnvPool):
         self.all_workers = list(range(spec.num_workers))
 
     def reset_tasks(self, tasks: Sequence[Any]) -> None:
-        self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop]), 0) for r in self.ranges])
+        with self._closed_if_interrupted():
+            self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop]), 0) for r in self.ranges])
 
     def reset_envs(self, seeds: Sequence[Any], options: Any, mask: Any) -> Dict[int, Any]:
         """Reset the envs (the masked ones); the workers' replies."""
         payloads = [(list(seeds[r.start:r.stop]), options, None if mask is None else list(mask[r.start:r.stop]))
                     for r in self.ranges]
-        self._broadcast(RESET, payloads)
-        return self.replies(self.all_workers)
+        with self._closed_if_interrupted():
+            self._broadcast(RESET, payloads)
+            return self.replies(self.all_workers)
 
     def step_shared(self) -> None:
         """Wake every worker to step with the actions in shared memory; ``collect`` gathers them."""
-        self._step(self.all_workers, 0)
+        with self._closed_if_interrupted():
+            self._step(self.all_workers, 0)
 
     def step_pickled(self, actions: Sequence[Any]) -> None:
         """Send every worker its envs' actions; ``collect`` gathers them."""
-        self._send(REQUEST, [("step", list(actions[r.start:r.stop])) for r in self.ranges])
+        with self._closed_if_interrupted():
+            self._send(REQUEST, [("step", list(actions[r.start:r.stop])) for r in self.ranges])
 
     def collect(self) -> Dict[int, Any]:
         """Block until every worker is done; their replies."""
-        self._wait(self.all_workers)
-        return self.replies(self.all_workers)
+        with self._closed_if_interrupted():
+            self._wait(self.all_workers)
+            return self.replies(self.all_workers)
 
     def request(self, kind: str, payloads: List[Any]) -> Dict[int, Any]:
         """A ``REQUEST`` of ``kind`` to every worker (``payloads[w]`` each); their replies."""
-        self._send(REQUEST, [(kind, payload) for payload in payloads])
+        with self._closed_if_interrupted():
+            self._send(REQUEST, [(kind, payload) for payload in payloads])
         return self.collect()
 
     def replies(self, workers: Sequence[int]) -> Dict[int, Any]:
@@ -78,6 +85,16 @@ class VectorEnvPool(ChildEnvPool):
                 self._check_alive()
                 self._fail(WorkerDiedError(f"ChildEnv worker {w} died while sending its reply"))
         return replies
+
+    @contextlib.contextmanager
+    def _closed_if_interrupted(self):
+        """Close the pool if a command is cut short (Ctrl-C while waiting, say): a worker may still be
+        busy with it, or its reply unread in the pipe, where the next command would take it for its own."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
 
     def _send(self, command: int, payloads: List[Any]) -> None:
         """``_broadcast`` without the wait: wake each worker and send its payload."""

@@ -5,7 +5,9 @@ rare commands, a pickled payload into the worker's pipe) and releases the
 worker's ``wake`` semaphore. The worker carries the command out, writes
 ``status[w]``, sets ``ready[w]`` and releases the ``ready`` semaphore shared
 by all workers. A step costs one wake-up each way and no pickling: actions,
-observations and rewards live in shared buffers.
+observations and rewards live in shared buffers. A stepper may answer a
+command with a value (the vector env's infos and call results): the worker
+then writes ``REPLIED`` and sends the value pickled, after the ready signal.
 
 This module runs inside worker processes. It imports neither torch nor the
 layers above, so a spawned worker starts quickly and a forked one holds no

@@ -9,6 +9,9 @@ HalfCheetahVel-v5 envs (one task per env, autoreset ``NEXT_STEP``, episodes of 2
 * gymnasium ``SyncVectorEnv`` (this process);
 * gymnasium ``AsyncVectorEnv(shared_memory=True)``: one process per env, started with fork;
   left out above ``--async-max-envs`` envs (one MuJoCo process per env on a few cores);
+* with ``--metaworld``, the same three on Meta-World ML10's 20 test envs built as metaworld-algorithms
+  builds them (Meta-World's ``make_vec``, ``SAME_STEP``; its SyncVectorEnv, and the others over its env
+  functions);
 * envpool's ``HalfCheetah-v5`` (``num_threads=--workers``, synchronous), if envpool is
   installed: gymnasium's model without the task's reward (so not the same env), and shorter
   observations, zero-padded for the MLP.
@@ -25,6 +28,7 @@ Usage::
 
     python benchmarks/vector_env_throughput.py                      # N = 16, 64, 256
     python benchmarks/vector_env_throughput.py --envs 16 --rounds 3 --steps 100
+    python benchmarks/vector_env_throughput.py --envs --metaworld                # Meta-World ML10 only
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, List
 
@@ -144,18 +149,42 @@ def contenders(num_envs: int, workers: int, async_max_envs: int) -> List[Contend
     return built
 
 
+def metaworld_contenders(workers: int) -> List[Contender]:
+    """Meta-World ML10's 20 test envs as metaworld-algorithms builds them (Meta-World's make_vec, SAME_STEP),
+    and the other contenders over the same env functions."""
+    import maml_rl.envs.metaworld  # noqa: F401  (its weld shim for MuJoCo >= 3.17, inherited by forked workers)
+    import metaworld  # noqa: F401  (registers Meta-World's ids)
+
+    sync = gym.make_vec("Meta-World/ML10-test", vector_strategy="sync", seed=1, meta_batch_size=20,
+                        total_tasks_per_cls=40)
+    env_fns, mode = sync.unwrapped.env_fns, sync.metadata["autoreset_mode"]
+    obs_size, act_size = sync.single_observation_space.shape[0], sync.single_action_space.shape[0]
+    policy = mlp(obs_size, act_size)
+    ours = MultiTaskVectorEnv(env_fns, num_workers=workers, start_method="fork", autoreset_mode=mode)
+    envs = gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, context="fork", autoreset_mode=mode)
+    for vector_env in (sync, ours, envs):
+        vector_env.call("sample_tasks")  # a goal for each env, as metalearning_evaluation does first
+    return [Contender(f"MultiTaskVectorEnv({workers} workers)", ours, policy, obs_size),
+            Contender("SyncVectorEnv", sync, policy, obs_size),
+            Contender("AsyncVectorEnv(shared_memory)", envs, policy, obs_size)]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--envs", type=int, nargs="*", default=[16, 64, 256], help="HalfCheetahVel env counts")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=200, help="steps per contender per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--async-max-envs", type=int, default=64)
+    parser.add_argument("--metaworld", action="store_true", help="also Meta-World ML10's 20 test envs")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    for num_envs in args.envs:
-        print(f"{ENV_ID}, {num_envs} envs, {args.steps} steps x {args.rounds} rounds")
-        built = contenders(num_envs, args.workers, args.async_max_envs)
+    configs = [(f"{ENV_ID}, {n} envs", partial(contenders, n, args.workers, args.async_max_envs)) for n in args.envs]
+    if args.metaworld:
+        configs.append(("Meta-World ML10 test, 20 envs", partial(metaworld_contenders, args.workers)))
+    for title, build in configs:
+        print(f"{title}, {args.steps} steps x {args.rounds} rounds")
+        built = build()
         rates: Dict[str, List[float]] = {c.name: [] for c in built}
         cpu: Dict[str, List[float]] = {c.name: [] for c in built}
         try:

@@ -15,8 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError, \
-    ResetNeeded
+from gymnasium.error import (AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError,
+                             ResetNeeded)
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_shared_memory, iterate, read_from_shared_memory
 

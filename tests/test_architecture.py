@@ -21,6 +21,7 @@ SAMPLER_LAYERS = {
     "maml_rl.samplers.exclusive": 4,
     "maml_rl.samplers.inspection": 4,
     "maml_rl.samplers.conditioning": 4,
+    "maml_rl.samplers.vector_env": 4,
     "maml_rl.samplers.backends": 3,
     "maml_rl.samplers.settings": 2,
     "maml_rl.samplers.rollout": 2,

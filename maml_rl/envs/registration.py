@@ -78,6 +78,28 @@ def register_envs() -> None:
         gymnasium.register(
             id=env_id,
             entry_point=entry_point,
+            vector_entry_point=VectorEntryPoint(env_id),
             kwargs=dict(kwargs),
             max_episode_steps=max_episode_steps,
         )
+
+
+class VectorEntryPoint:
+    """The ``vector_entry_point`` of a registered meta-env: ``gymnasium.make_vec(env_id, num_envs=N)``
+    (whose default mode is then ``"vector_entry_point"``) builds a ``maml_rl.samplers.MultiTaskVectorEnv``
+    of ``gymnasium.make(env_id)`` envs on worker processes. Keyword arguments go to it (``num_workers``,
+    ``start_method``, ``autoreset_mode``, ``copy``) or else to the envs. The sampler is a layer above
+    the envs, so it is loaded by name when called, as gymnasium loads an ``entry_point`` string."""
+
+    TARGET = "maml_rl.samplers.vector_env:make_vector_env"
+
+    def __init__(self, env_id: str):
+        self.env_id = env_id
+
+    def __call__(self, num_envs: int = 1, **kwargs):
+        from gymnasium.envs.registration import load_env_creator
+
+        return load_env_creator(self.TARGET)(self.env_id, num_envs=num_envs, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.env_id!r})"

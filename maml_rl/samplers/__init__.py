@@ -9,7 +9,7 @@ processes); ``errors`` is shared by all. Names are imported lazily so that a wor
 
 from typing import Any
 
-__all__ = ["MultiTaskSampler", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError", "PolicyOutputError",
+__all__ = ["MultiTaskSampler", "MultiTaskVectorEnv", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError", "PolicyOutputError",
            "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool", "usable_cpus"]
 
 
@@ -18,6 +18,10 @@ def __getattr__(name: str) -> Any:
         from .sampler import MultiTaskSampler
 
         return MultiTaskSampler
+    if name == "MultiTaskVectorEnv":
+        from .vector_env import MultiTaskVectorEnv
+
+        return MultiTaskVectorEnv
     if name == "EnvPool":
         from .workers.protocol import EnvPool
 

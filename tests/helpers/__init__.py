@@ -11,6 +11,7 @@ env factory by module reference with the parent's ``sys.path``; a script run in 
   several files build (the ``probe_sampler`` and ``drift_sampler`` fixtures);
 * ``naive_sampler``, ``naive_trials``: plain-loop references for rollouts and trials;
   ``differential``, ``differential_trials``: the shapes and checks of the differential tests against them;
+* ``vector_envs``: plain gymnasium envs of every space for the ``MultiTaskVectorEnv`` tests;
 * ``episodes``: ``BatchEpisodes`` built by hand;
 * ``scripts`` (train.py, test.py and tools/ as modules), ``runs`` (training runs and their files),
   ``process_utils`` (watching real processes).

@@ -5,7 +5,9 @@ rare commands, a pickled payload into the worker's pipe) and releases the
 worker's ``wake`` semaphore. The worker carries the command out, writes
 ``status[w]``, sets ``ready[w]`` and releases the ``ready`` semaphore shared
 by all workers. A step costs one wake-up each way and no pickling: actions,
-observations and rewards live in shared buffers.
+observations and rewards live in shared buffers. A stepper may answer a
+command with a value (the vector env's infos and call results): the worker
+then writes ``REPLIED`` and sends the value pickled, after the ready signal.
 
 This module runs inside worker processes. It imports neither torch nor the
 layers above, so a spawned worker starts quickly and a forked one holds no
@@ -35,6 +37,7 @@ class Command(enum.IntEnum):
     RESET_TASK = 2
     RESET = 3
     CLOSE = 4
+    REQUEST = 5  # a pickled request to the stepper, answered by a pickled reply (the vector env's rare calls)
 
 
 class Status(enum.IntEnum):
@@ -42,14 +45,15 @@ class Status(enum.IntEnum):
 
     OK = 0
     FAILED = 1
+    REPLIED = 2  # OK, and a pickled reply follows in the worker's pipe
 
 
 # Plain ints where they meet numpy. numpy, comparing a scalar with an IntEnum member, looks up
 # ``__array_ufunc__`` on the enum class, which on Python 3.11 runs EnumType.__getattr__ (Python
 # code), and swallows whatever the lookup raises: a Ctrl-C arriving there was lost, and the
 # main process sampled on instead of stopping.
-STEP, RESET_TASK, RESET, CLOSE = (int(code) for code in (Command.STEP, Command.RESET_TASK, Command.RESET, Command.CLOSE))
-OK, FAILED = int(Status.OK), int(Status.FAILED)
+STEP, RESET_TASK, RESET, CLOSE, REQUEST = (int(code) for code in Command)
+OK, FAILED, REPLIED = (int(code) for code in Status)
 
 # How often an idle worker checks that the main process is still alive.
 PARENT_CHECK_INTERVAL = 1.0
@@ -58,10 +62,13 @@ PAYLOAD_CHECK_INTERVAL = 0.05
 
 
 def make_child_env(env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
-                   spec: BufferSpec, batch_threads: Optional[int] = None) -> ChildEnv:
+                   spec: BufferSpec, batch_threads: Optional[int] = None, stepper: Optional[type] = None) -> ChildEnv:
     """A ChildEnv, or with ``batch_threads`` the MuJoCo fast path's
     ``BatchedChildEnv`` on that many threads (imported only then: it needs
-    ``mujoco.batch``, which other envs may not)."""
+    ``mujoco.batch``, which other envs may not), or a ``stepper`` class
+    taking the same arguments (the vector env's ``VectorChildEnv``)."""
+    if stepper is not None:
+        return stepper(env_fn, num_envs, buffers, index, spec)
     if batch_threads is None:
         return ChildEnv(env_fn, num_envs, buffers, index, spec)
     from .batched_child_env import BatchedChildEnv
@@ -82,6 +89,8 @@ class WorkerConfig:
         main module, which the worker skips (``pools`` explains why) unless
         building the envs fails without it.
     :param start_method: the start method the worker was created with.
+    :param stepper: the class the worker builds instead of ChildEnv, with
+        ChildEnv's constructor arguments; ``None``: ChildEnv (or the fast path's).
     """
 
     env_fn_bytes: bytes
@@ -90,6 +99,7 @@ class WorkerConfig:
     batch_threads: Optional[int] = None
     main_module: Optional[dict] = None
     start_method: Optional[str] = None
+    stepper: Optional[type] = None
 
 
 def worker_main(index: int, config: WorkerConfig, buffers, wake, ready, conn) -> None:
@@ -130,7 +140,7 @@ def _build(config: WorkerConfig, views: BufferViews, index: int) -> ChildEnv:
 
     def build() -> ChildEnv:
         return make_child_env(cloudpickle.loads(config.env_fn_bytes), config.num_envs, views, index,
-                              config.spec, config.batch_threads)
+                              config.spec, config.batch_threads, config.stepper)
 
     main_module = config.main_module
     try:
@@ -209,21 +219,30 @@ def _serve(child: ChildEnv, views, index: int, wake, ready, conn, main_alive: Ca
         command = int(views.command[index])
         if command == CLOSE:
             return
+        reply = None
         try:
             if command == STEP:
-                child.step(int(views.step_index[index]))
+                reply = child.step(int(views.step_index[index]))
             elif command == RESET_TASK:
                 child.reset_task(*_receive(conn, main_alive, closing))
             elif command == RESET:
-                child.reset(_receive(conn, main_alive, closing))
+                reply = child.reset(_receive(conn, main_alive, closing))
+            elif command == REQUEST:
+                reply = child.request(_receive(conn, main_alive, closing))
             else:
                 raise ValueError(f"unknown command {command}")
+            # Pickled here, so that a reply that cannot be pickled is this command's error.
+            reply = None if reply is None else pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except _MainProcessGone:
             return
         except Exception:
             conn.send(("error", f"{child.describe_failure()}:\n{traceback.format_exc()}"))
             views.status[index] = FAILED
         else:
-            views.status[index] = OK
+            views.status[index] = OK if reply is None else REPLIED
         views.ready[index] = 1
         ready.release()
+        if reply is not None:
+            # After the ready signal: the main process is then reading, so a reply larger than the pipe's
+            # buffer cannot block this worker while the main process waits for it to be ready.
+            conn.send_bytes(reply)

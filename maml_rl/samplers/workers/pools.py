@@ -170,6 +170,11 @@ class ChildEnvPool(EnvPool):
         path on this many threads; ``None``: one env at a time.
     """
 
+    #: What the workers build and share: the sampler's ChildEnv over trajectory buffers, unless a
+    #: subclass names another stepper (with ChildEnv's constructor) and its buffers (with ``allocate``).
+    stepper: Optional[type] = None
+    buffers_type: Any = TrajectoryBuffers
+
     def __init__(self, env_fn_bytes: bytes, num_workers: int, num_slots: int, spec: BufferSpec, start_method: str,
                  batch_threads: Optional[int] = None):
         warn_if_oversubscribed(num_workers)
@@ -181,12 +186,12 @@ class ChildEnvPool(EnvPool):
         if start_method != "fork":
             main_module = main_module_reference()
             start_resource_tracker()
-        self.buffers = TrajectoryBuffers.allocate(spec, num_slots, num_workers, ctx=ctx)
+        self.buffers = self.buffers_type.allocate(spec, num_slots, num_workers, ctx=ctx)
         self.views = self.buffers.views()
         self.ranges = assign_slots(num_slots, num_workers)
         self.capacity = num_slots
         config = WorkerConfig(env_fn_bytes, max(len(r) for r in self.ranges), spec, batch_threads,
-                              main_module, start_method)
+                              main_module, start_method, self.stepper)
         self._ready = ctx.Semaphore(0)
         wakes = [ctx.Semaphore(0) for _ in range(num_workers)]
         connections, processes = [], []

@@ -1,0 +1,321 @@
+"""``MultiTaskVectorEnv``: the sampler's worker processes as a ``gymnasium.vector.VectorEnv``.
+
+For RL code that owns its loop (``envs.step(actions)``): several envs per worker process,
+stepped one after another, one wake-up per worker per step; observations, actions, rewards
+and flags in shared memory. Built as ``AsyncVectorEnv`` is, with gymnasium 1.x's semantics
+(``SyncVectorEnv``'s, env for env: ``tests/samplers/test_vector_env.py`` holds it to them),
+and the meta-learning task control of the sampler (``reset_tasks``, ``sample_tasks``).
+``docs/vector.md`` shows it in use and lists what differs from ``AsyncVectorEnv``.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.error import (AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError,
+                             ResetNeeded)
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, create_shared_memory, iterate, read_from_shared_memory
+
+from maml_rl.envs.factory import make_env
+
+from .errors import PoolStateError, SamplerClosedError
+from .exclusive import OneCallAtATime
+from .settings.execution import _start_method
+from .workers.processes import usable_cpus
+from .workers.vector_child_env import VectorSpec
+from .workers.vector_pool import VectorEnvPool
+
+__all__ = ["MultiTaskVectorEnv", "VectorEnvClosedError", "VectorResetNeeded", "make_vector_env"]
+
+
+class VectorEnvClosedError(SamplerClosedError, ClosedEnvironmentError):
+    """The vector env was used after ``close()`` or after a worker failure."""
+
+
+class VectorResetNeeded(PoolStateError, ResetNeeded):
+    """``step`` before the first ``reset`` (or, with ``AutoresetMode.DISABLED``, on an env whose
+    episode ended and that was not reset)."""
+
+
+class MultiTaskVectorEnv(VectorEnv):
+    """A gymnasium vector env over ChildEnv worker processes and shared memory.
+
+    :param env_fns: one callable per env, each returning a gymnasium env (the same spaces).
+    :param num_workers: worker processes (each steps ``~num_envs / num_workers`` envs one after
+        another); ``None``: one per usable CPU; at most ``num_envs``.
+    :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; ``None``: forkserver
+        where available (as the sampler).
+    :param autoreset_mode: gymnasium's ``AutoresetMode`` (or its value).
+    :param copy: ``reset`` and ``step`` return a copy of the observations (else a view of the
+        shared memory, overwritten by the next step).
+    :param observation_mode: ``"same"`` only (every env has env 0's observation space).
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], *, num_workers: Optional[int] = None,
+                 start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
+                 copy: bool = True, observation_mode: str = "same"):
+        self._pool: Optional[VectorEnvPool] = None
+        self._task_env: Optional[gym.Env] = None
+        self.closed = False
+        self.env_fns = list(env_fns)
+        if not self.env_fns:
+            raise ValueError("MultiTaskVectorEnv needs at least one env function")
+        if observation_mode != "same":
+            raise ValueError(f"MultiTaskVectorEnv supports observation_mode='same' only, got {observation_mode!r}")
+        if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int)
+                                        or num_workers < 1):
+            raise ValueError(f"num_workers must be an int >= 1 (or None: one per usable CPU), got {num_workers!r}")
+        self.copy = copy
+        self.autoreset_mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) \
+            else AutoresetMode(autoreset_mode)
+        self.num_envs = len(self.env_fns)
+        self.num_workers = min(num_workers or usable_cpus(), self.num_envs)
+        self.start_method = _start_method(start_method)
+        self._guard = OneCallAtATime("MultiTaskVectorEnv")
+
+        # As AsyncVectorEnv: the spaces and metadata of a first env built here, kept to draw tasks.
+        env = self._task_env = self.env_fns[0]()
+        self.metadata = dict(env.metadata)
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = env.render_mode
+        self.single_observation_space = env.observation_space
+        self.single_action_space = env.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        try:
+            create_shared_memory(self.single_observation_space, n=1)
+        except CustomSpaceError as e:
+            # AsyncVectorEnv(shared_memory=True)'s refusal; a dynamic space (Graph, Sequence) raises
+            # gymnasium's own TypeError from create_shared_memory, as there.
+            raise ValueError(
+                "Using `MultiTaskVectorEnv` caused an error: its observations travel through shared memory, which "
+                f"gymnasium cannot create for {self.single_observation_space}"
+            ) from e
+
+        self._spec = VectorSpec(self.single_observation_space, self.single_action_space, self.num_envs,
+                                self.num_workers, self.autoreset_mode.value)
+        try:
+            self._pool = VectorEnvPool(self.env_fns, self._spec, self.start_method)
+        except BaseException:
+            self.close()
+            raise
+        views = self._pool.views
+        self._observation_memory = views.observation_memory
+        # gymnasium reads Text and OneOf spaces out of shared memory as new tuples, not as views: those are
+        # read again after every step (AsyncVectorEnv(shared_memory=True) reads them once, at its start).
+        self._read_again = _read_copies(self.single_observation_space)
+        self._observations = views.observations
+        self._actions = views.actions
+        self._rewards, self._terminations, self._truncations = views.rewards, views.terminated, views.truncated
+        self._reset_done = False
+        self._stepping = False
+        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
+
+    # -- gymnasium's VectorEnv -------------------------------------------------
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: Optional[Dict[str, Any]] = None) -> tuple[Any, Dict[str, Any]]:
+        """Reset every env (or those of ``options["reset_mask"]``); env ``i`` gets ``seed + i``
+        for an int ``seed``, as in gymnasium."""
+        with self._guard("reset"):
+            self._check_open("reset")
+            self._check_not_stepping("reset")
+            if seed is None:
+                seed = [None for _ in range(self.num_envs)]
+            elif isinstance(seed, int):
+                seed = [seed + i for i in range(self.num_envs)]
+            if len(seed) != self.num_envs:
+                raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                                 f"but got length={len(seed)}.")
+            mask = None
+            if options is not None and "reset_mask" in options:
+                mask = options.pop("reset_mask")
+                self._check_reset_mask(mask)
+            replies = self._pool.reset_envs(seed, options, mask)
+            self._autoreset_envs[mask if mask is not None else slice(None)] = False
+            self._reset_done = True
+            infos = self._assemble_infos(replies)
+            return self._observation_batch(), infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
+        """Step every env with its action; autoreset as ``metadata["autoreset_mode"]`` says."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Hand the actions to the workers and return; ``step_wait`` collects the results."""
+        with self._guard("step_async"):
+            self._check_open("step_async")
+            self._check_not_stepping("step_async")
+            if not self._reset_done:
+                raise VectorResetNeeded("Cannot call `step` before `reset`: reset the vector env first")
+            if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset_envs.any():
+                raise VectorResetNeeded(
+                    f"env(s) {np.flatnonzero(self._autoreset_envs).tolist()} ended their episode and autoreset_mode "
+                    "is DISABLED: reset them first, e.g. reset(options={'reset_mask': terminations | truncations})")
+            if self._actions is not None and _fits(actions, self._actions):
+                self._actions[...] = actions
+                self._pool.step_shared()
+            else:
+                self._pool.step_pickled(list(iterate(self.action_space, actions)))
+            self._stepping = True
+
+    def step_wait(self, timeout: Optional[float] = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray,
+                                                                   Dict[str, Any]]:
+        """The results of the step that ``step_async`` started (``timeout``: ``None`` only)."""
+        with self._guard("step_wait"):
+            self._check_open("step_wait")
+            if not self._stepping:
+                raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step")
+            if timeout is not None:
+                raise NotImplementedError("MultiTaskVectorEnv.step_wait waits until the step is done: "
+                                          "pass timeout=None")
+            try:
+                replies = self._pool.collect()
+            finally:
+                self._stepping = False
+            infos = self._assemble_infos(replies)
+            np.logical_or(self._terminations, self._truncations, out=self._autoreset_envs)
+            return (self._observation_batch(), np.copy(self._rewards), np.copy(self._terminations),
+                    np.copy(self._truncations), infos)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """``env.get_wrapper_attr(name)`` of each env, called with the arguments if callable."""
+        with self._guard("call"):
+            return self._call(name, args, kwargs)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of each env."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on each env: one value for all, or a list or tuple of one per env."""
+        with self._guard("set_attr"):
+            if not isinstance(values, (list, tuple)):
+                values = [values for _ in range(self.num_envs)]
+            if len(values) != self.num_envs:
+                raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
+                                 f"Got `{len(values)}` values for {self.num_envs} environments.")
+            self._request("set_attr", [(name, list(values[r.start:r.stop])) for r in self._spec.ranges])
+
+    def render(self) -> tuple[Any, ...]:
+        """Each env's ``render()``."""
+        return self.call("render")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """End the workers and free the shared memory (``close`` is idempotent)."""
+        if self._pool is not None:
+            self._pool.close()
+        if self._task_env is not None:
+            task_env, self._task_env = self._task_env, None
+            task_env.close()
+
+    # -- meta-learning tasks -----------------------------------------------------
+
+    def reset_tasks(self, tasks: Sequence[Any]) -> None:
+        """Give env ``i`` the task ``tasks[i]`` (``env.unwrapped.reset_task``); it takes effect
+        from the env's next reset (call ``reset`` after it)."""
+        with self._guard("reset_tasks"):
+            self._check_open("reset_tasks")
+            self._check_not_stepping("reset_tasks")
+            if len(tasks) != self.num_envs:
+                raise ValueError(f"reset_tasks() got {len(tasks)} tasks for {self.num_envs} envs: one per env")
+            self._pool.reset_tasks(list(tasks))
+
+    def sample_tasks(self, num_tasks: int, *, seed: Optional[int] = None) -> List[Any]:
+        """Draw ``num_tasks`` tasks from the envs' task distribution
+        (``env.unwrapped.sample_tasks``, on an env of this process). ``seed`` seeds the draw;
+        without it the draws go on from the last seeded one."""
+        with self._guard("sample_tasks"):
+            self._check_open("sample_tasks")
+            if seed is not None:
+                self._task_env.reset(seed=seed)
+            return list(self._task_env.unwrapped.sample_tasks(num_tasks))
+
+    @property
+    def worker_pids(self) -> List[int]:
+        """Process ids of the worker processes."""
+        return [] if self._pool is None else self._pool.worker_pids
+
+    # -- internals ---------------------------------------------------------------
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> tuple[Any, ...]:
+        replies = self._request("call", [(name, args, kwargs)] * self.num_workers)
+        return tuple(value for w in range(self.num_workers) for value in replies[w])
+
+    def _request(self, kind: str, payloads: List[Any]) -> Dict[int, Any]:
+        self._check_open(kind)
+        self._check_not_stepping(kind)
+        return self._pool.request(kind, payloads)
+
+    def _observation_batch(self) -> Any:
+        if self._read_again:
+            self._observations = read_from_shared_memory(self.single_observation_space, self._observation_memory,
+                                                         n=self.num_envs)
+        return deepcopy(self._observations) if self.copy else self._observations
+
+    def _assemble_infos(self, replies: Dict[int, Any]) -> Dict[str, Any]:
+        """gymnasium's vector infos, env by env in order, as ``SyncVectorEnv`` builds them."""
+        infos: Dict[str, Any] = {}
+        for w in sorted(replies):
+            for env_index, info in replies[w]:
+                infos = self._add_info(infos, info, env_index)
+        return infos
+
+    def _check_reset_mask(self, mask: Any) -> None:
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+        if not np.any(mask):
+            raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
+                             f"got reset_mask={mask}")
+
+    def _check_open(self, call: str) -> None:
+        if self.closed or self._pool is None or self._pool.closed:
+            raise VectorEnvClosedError(
+                f"{call}() on a closed MultiTaskVectorEnv (close() was called, or a worker failed); create a new one")
+
+    def _check_not_stepping(self, call: str) -> None:
+        if self._stepping:
+            raise AlreadyPendingCallError(
+                f"Calling `{call}` while waiting for a pending call to `step` to complete: call `step_wait` first",
+                "step")
+
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True):
+            self.close()
+
+
+def _read_copies(space: gym.Space) -> bool:
+    """Whether gymnasium's ``read_from_shared_memory`` of ``space`` copies (a Text or OneOf anywhere in it)."""
+    if isinstance(space, (gym.spaces.Text, gym.spaces.OneOf)):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(_read_copies(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(_read_copies(s) for s in space.spaces)
+    return False
+
+
+def _fits(actions: Any, buffer: np.ndarray) -> bool:
+    """Whether ``actions`` go into the shared buffer unchanged (same dtype and shape)."""
+    return isinstance(actions, np.ndarray) and actions.dtype == buffer.dtype and actions.shape == buffer.shape
+
+
+def make_vector_env(env_id: str, num_envs: int = 1, *, num_workers: Optional[int] = None,
+                    start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
+                    copy: bool = True, **env_kwargs: Any) -> MultiTaskVectorEnv:
+    """A :class:`MultiTaskVectorEnv` of ``num_envs`` envs ``gymnasium.make(env_id, **env_kwargs)``:
+    the ``vector_entry_point`` of the registered meta-envs, so that
+    ``gymnasium.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", num_workers=2)``
+    builds one (gymnasium passes the vector env's arguments among the env's keyword arguments)."""
+    env_fn = make_env(env_id, **env_kwargs)
+    return MultiTaskVectorEnv([env_fn] * num_envs, num_workers=num_workers, start_method=start_method,
+                              autoreset_mode=autoreset_mode, copy=copy)

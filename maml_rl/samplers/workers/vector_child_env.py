@@ -1,0 +1,272 @@
+"""The vector env's side of a worker: its spec, its shared memory and its stepper.
+
+``MultiTaskVectorEnv`` runs on the sampler's worker processes (``entry.worker_main``,
+``pools.ChildEnvPool``): the same command codes, wake-ups and failure handling. What
+differs is what a worker steps, and where the results go:
+
+* :class:`VectorSpec`: the single spaces, the number of envs and workers, the autoreset mode;
+* :class:`VectorBuffers`: gymnasium's own shared memory for observations (and actions),
+  rewards and flags, plus the per-worker command arrays ``entry`` reads;
+* :class:`VectorChildEnv`: one worker's envs, stepped one after another with gymnasium's
+  vector semantics (``SyncVectorEnv``'s loop, env for env).
+
+A step writes observations, rewards and flags into shared memory; only non-empty infos
+(and, in ``SAME_STEP`` mode, the final observations) travel back pickled, one reply per
+worker. Torch-free: the worker processes import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+
+from .buffers import SharedArray
+from .child_env import assign_slots
+
+# Action spaces whose batch the caller's array is written into shared memory as it is; actions
+# of other spaces (Dict, Tuple, Text...) go to the workers pickled, one message per worker.
+_FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    """What every worker of a vector env agrees on (picklable).
+
+    :param observation_space: one env's observation space.
+    :param action_space: one env's action space.
+    :param num_envs: envs over all workers.
+    :param num_workers: worker processes; worker ``w`` steps envs ``ranges[w]``.
+    :param autoreset_mode: gymnasium's ``AutoresetMode`` value.
+    """
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    num_envs: int
+    num_workers: int
+    autoreset_mode: str
+
+    @property
+    def ranges(self) -> List[range]:
+        return assign_slots(self.num_envs, self.num_workers)
+
+    @property
+    def shares_actions(self) -> bool:
+        """Whether the actions travel through shared memory (else pickled)."""
+        return isinstance(self.action_space, _FLAT_SPACES)
+
+
+@dataclass
+class VectorBuffers:
+    """The shared memory of a vector env.
+
+    ``observations`` and ``actions`` are gymnasium's (``create_shared_memory`` of the single
+    space for ``num_envs`` envs), as ``AsyncVectorEnv(shared_memory=True)`` has them; the rest
+    are ``SharedArray``s, the per-worker ones named as ``TrajectoryBuffers`` names them.
+    """
+
+    spec: VectorSpec
+    observations: Any
+    actions: Any
+    rewards: SharedArray  # [N] float64, as SyncVectorEnv's
+    terminated: SharedArray  # [N] bool
+    truncated: SharedArray  # [N] bool
+    command: SharedArray  # [W]
+    step_index: SharedArray  # [W]
+    status: SharedArray  # [W]
+    ready: SharedArray  # [W]
+
+    @classmethod
+    def allocate(cls, spec: VectorSpec, num_slots: int, num_workers: int, ctx) -> "VectorBuffers":
+        N, W = num_slots, max(1, num_workers)
+        actions = create_shared_memory(spec.action_space, n=N, ctx=ctx) if spec.shares_actions else None
+        return cls(
+            spec=spec,
+            observations=create_shared_memory(spec.observation_space, n=N, ctx=ctx),
+            actions=actions,
+            rewards=SharedArray((N,), np.float64, ctx),
+            terminated=SharedArray((N,), np.bool_, ctx),
+            truncated=SharedArray((N,), np.bool_, ctx),
+            command=SharedArray((W,), np.int32, ctx),
+            step_index=SharedArray((W,), np.int64, ctx),
+            status=SharedArray((W,), np.int32, ctx),
+            ready=SharedArray((W,), np.uint8, ctx),
+        )
+
+    def views(self) -> "VectorViews":
+        """Numpy views; ``observations`` and ``actions`` batched as gymnasium reads them."""
+        spec = self.spec
+        arrays = {f.name: getattr(self, f.name).array for f in fields(self)
+                  if isinstance(getattr(self, f.name), SharedArray)}
+        observations = read_from_shared_memory(spec.observation_space, self.observations, n=spec.num_envs)
+        actions = None
+        if self.actions is not None:
+            actions = read_from_shared_memory(spec.action_space, self.actions, n=spec.num_envs)
+        return VectorViews(observation_memory=self.observations, observations=observations, actions=actions,
+                           **arrays)
+
+
+@dataclass
+class VectorViews:
+    """The numpy views of :class:`VectorBuffers` (``observation_memory``: gymnasium's shared memory)."""
+
+    observation_memory: Any
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    command: np.ndarray
+    step_index: np.ndarray
+    status: np.ndarray
+    ready: np.ndarray
+
+
+# (env index, info) of the envs whose info is not empty, in env order.
+Infos = List[Tuple[int, dict]]
+
+
+class VectorChildEnv:
+    """One worker's envs of a vector env (``env_fns[ranges[index]]``), stepped one after another.
+
+    Built by ``entry.make_child_env`` with ChildEnv's arguments, so the worker's command loop
+    is the sampler's: ``reset_task`` (``RESET_TASK``), ``reset`` (``RESET``), ``step``
+    (``STEP``) and ``request`` (``REQUEST``: call, get and set attributes, a step with pickled
+    actions). Each returns what goes back pickled, or ``None``.
+
+    :param env_fns: every env's factory; this worker builds its own range of them.
+    :param num_envs: unused (the worker's range says how many).
+    :param buffers: the views of :class:`VectorBuffers`.
+    :param index: the worker's index.
+    :param spec: the :class:`VectorSpec`.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]], num_envs: int, buffers: VectorViews, index: int,
+                 spec: VectorSpec):
+        del num_envs
+        self.spec = spec
+        self.range = spec.ranges[index]
+        self.mode = AutoresetMode(spec.autoreset_mode)
+        self.space = spec.observation_space
+        # An observation array of the space's shape is assigned to its row of the batched view: what
+        # write_to_shared_memory writes (the same cast), without its ~6 us of views per call.
+        self.flat_shape = self.space.shape if isinstance(self.space, _FLAT_SPACES) else None
+        self.buffers = buffers
+        self.actions = buffers.actions
+        self.current_env: Optional[int] = None
+        self.current_operation = "start-up"
+        self.envs: List[Any] = []
+        for i in self.range:
+            self.current_env = i
+            self.envs.append(env_fns[i]())
+        self.current_env = None
+        # SyncVectorEnv's _autoreset_envs, for this worker's envs.
+        self.autoreset = np.zeros(len(self.range), dtype=np.bool_)
+
+    def reset_task(self, first_slot: int, tasks: Sequence[Any], slot_offset: int = 0) -> None:
+        """Set env ``first_slot + i`` to ``tasks[i]`` (``env.unwrapped.reset_task``)."""
+        self.current_operation = "reset_task"
+        for i, (env, task) in enumerate(zip(self.envs, tasks)):
+            self.current_env = first_slot + i
+            env.unwrapped.reset_task(task)
+        self.current_env = None
+
+    def reset(self, request: Tuple[Sequence[Any], Any, Optional[Sequence[bool]]]) -> Optional[Infos]:
+        """``(seeds, options, mask)`` for this worker's envs: reset each (each masked one, with a
+        mask), as ``SyncVectorEnv.reset`` does."""
+        seeds, options, mask = request
+        b, lo = self.buffers, self.range.start
+        infos: Infos = []
+        self.current_operation = "reset"
+        for i, env in enumerate(self.envs):
+            if mask is not None and not mask[i]:
+                continue
+            g = self.current_env = lo + i
+            b.terminated[g] = b.truncated[g] = self.autoreset[i] = False
+            observation, info = env.reset(seed=seeds[i], options=options)
+            self._write(g, observation)
+            if info:
+                infos.append((g, info))
+        self.current_env = None
+        return infos or None
+
+    def step(self, t: int = 0) -> Optional[Infos]:
+        """Step every env with its action from shared memory (a copy of it)."""
+        return self._step([self.actions[g].copy() for g in self.range])
+
+    def request(self, request: Tuple[str, Any]) -> Any:
+        """A rare command: ``("step", actions)`` with this worker's actions pickled,
+        ``("call", (name, args, kwargs))`` or ``("set_attr", (name, values))``."""
+        kind, payload = request
+        if kind == "step":
+            return self._step(payload)
+        if kind == "call":
+            return self._call(*payload)
+        if kind == "set_attr":
+            return self._set_attr(*payload)
+        raise ValueError(f"unknown request {kind!r}")
+
+    def _step(self, actions: Sequence[Any]) -> Optional[Infos]:
+        b, lo, mode, write = self.buffers, self.range.start, self.mode, self._write
+        rewards, terminated, truncated, autoreset = b.rewards, b.terminated, b.truncated, self.autoreset
+        infos: Infos = []
+        self.current_operation = "step"
+        for i, (env, action) in enumerate(zip(self.envs, actions)):
+            g = self.current_env = lo + i
+            if mode is AutoresetMode.NEXT_STEP and autoreset[i]:
+                self.current_operation = "reset (autoreset)"
+                observation, info = env.reset()
+                self.current_operation = "step"
+                rewards[g], terminated[g], truncated[g] = 0.0, False, False
+            else:
+                observation, rewards[g], terminated[g], truncated[g], info = env.step(action)
+                if mode is AutoresetMode.SAME_STEP and (terminated[g] or truncated[g]):
+                    infos.append((g, {"final_obs": observation, "final_info": info}))
+                    self.current_operation = "reset (autoreset)"
+                    observation, info = env.reset()
+                    self.current_operation = "step"
+            write(g, observation)
+            autoreset[i] = terminated[g] or truncated[g]
+            if info:
+                infos.append((g, info))
+        self.current_env = None
+        return infos or None
+
+    def _write(self, g: int, observation: Any) -> None:
+        if observation.__class__ is np.ndarray and observation.shape == self.flat_shape:
+            self.buffers.observations[g] = observation
+        else:
+            write_to_shared_memory(self.space, g, observation, self.buffers.observation_memory)
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> List[Any]:
+        """``SyncVectorEnv.call``'s result for this worker's envs."""
+        self.current_operation = f"call({name!r})"
+        results = []
+        for i, env in enumerate(self.envs):
+            self.current_env = self.range.start + i
+            function = env.get_wrapper_attr(name)
+            results.append(function(*args, **kwargs) if callable(function) else function)
+        self.current_env = None
+        return results
+
+    def _set_attr(self, name: str, values: Sequence[Any]) -> None:
+        self.current_operation = f"set_attr({name!r})"
+        for i, (env, value) in enumerate(zip(self.envs, values)):
+            self.current_env = self.range.start + i
+            env.set_wrapper_attr(name, value)
+        self.current_env = None
+
+    def describe_failure(self) -> str:
+        """Where the last exception happened: operation and env index."""
+        where = f"during {self.current_operation}"
+        return where if self.current_env is None else f"{where} in env {self.current_env}"
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        self.envs = []
+

@@ -1,0 +1,269 @@
+"""MultiTaskVectorEnv against gymnasium's own SyncVectorEnv: the same env_fns, seeds and
+actions give the same observations, rewards, flags and infos, bit for bit, in every autoreset
+mode; spaces, metadata, call/get_attr/set_attr and the degenerate layouts likewise."""
+
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.error import ResetNeeded
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from maml_rl.envs import make_env
+from maml_rl.envs.registration import ENV_IDS, METAWORLD_IDS, VectorEntryPoint, register_envs
+from maml_rl.samplers.vector_env import MultiTaskVectorEnv, VectorResetNeeded
+
+from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv
+
+pytestmark = pytest.mark.processes
+
+MODES = list(AutoresetMode)
+
+
+def assert_same(ours, reference, where="result"):
+    """Equal bit for bit: the same types, dtypes, shapes, bytes, and dict keys in the same order."""
+    if isinstance(reference, dict):
+        assert isinstance(ours, dict), f"{where}: {type(ours).__name__} instead of a dict"
+        assert list(ours) == list(reference), f"{where}: keys {list(ours)} != {list(reference)}"
+        for key in reference:
+            assert_same(ours[key], reference[key], f"{where}[{key!r}]")
+    elif isinstance(reference, tuple):
+        assert isinstance(ours, tuple) and len(ours) == len(reference), f"{where}: {ours!r} != {reference!r}"
+        for i, (a, b) in enumerate(zip(ours, reference)):
+            assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(reference, np.ndarray):
+        assert isinstance(ours, np.ndarray), f"{where}: {type(ours).__name__} instead of an array"
+        assert (ours.dtype, ours.shape) == (reference.dtype, reference.shape), \
+            f"{where}: {ours.dtype}{ours.shape} != {reference.dtype}{reference.shape}"
+        if reference.dtype == object:
+            for i, (a, b) in enumerate(zip(ours, reference)):
+                assert_same(a, b, f"{where}[{i}]")
+        else:
+            assert ours.tobytes() == reference.tobytes(), f"{where}: {ours} != {reference}"
+    else:
+        assert type(ours) is type(reference) and ours == reference, f"{where}: {ours!r} != {reference!r}"
+
+
+def drive(env_fns, mode, *, steps=30, seed=5, tasks=None, actions_dtype=None, **kwargs):
+    """Run both vector envs side by side; the number of episodes that ended."""
+    kwargs.setdefault("num_workers", 2)
+    kwargs.setdefault("start_method", "fork")
+    ours = MultiTaskVectorEnv(env_fns, autoreset_mode=mode, **kwargs)
+    reference = SyncVectorEnv(env_fns, autoreset_mode=mode)
+    ended = 0
+    try:
+        for name in ("single_observation_space", "observation_space", "single_action_space", "action_space",
+                     "metadata", "num_envs", "render_mode"):
+            assert getattr(ours, name) == getattr(reference, name), name
+        if tasks is not None:
+            ours.reset_tasks(tasks)
+            for env, task in zip(reference.envs, tasks):
+                env.unwrapped.reset_task(task)
+        assert_same(ours.reset(seed=seed), reference.reset(seed=seed), "reset")
+        space = reference.action_space
+        space.seed(seed)
+        done = np.zeros(len(env_fns), dtype=bool)
+        for t in range(steps):
+            if mode == AutoresetMode.DISABLED and done.any():
+                seeds = [seed + 100 * (t + 1) + i for i in range(len(env_fns))]
+                assert_same(ours.reset(seed=seeds, options={"reset_mask": done.copy(), "tag": t}),
+                            reference.reset(seed=seeds, options={"reset_mask": done.copy(), "tag": t}),
+                            f"reset with a mask before step {t}")
+            actions = space.sample()
+            if actions_dtype is not None:
+                actions = actions.astype(actions_dtype)
+            result = ours.step(actions)
+            expected = reference.step(actions)
+            assert_same(result, expected, f"step {t}")
+            done = expected[2] | expected[3]
+            ended += int(done.sum())
+    finally:
+        ours.close()
+        reference.close()
+    return ended
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+@pytest.mark.parametrize("env_class", [BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv], ids=lambda c: c.__name__)
+def test_same_as_sync_vector_env(env_class, mode):
+    ended = drive([env_class] * 5, mode)
+    assert ended > 10  # the autoresets were exercised
+
+
+def test_actions_of_another_dtype_reach_the_envs_unchanged():
+    """float64 actions for a float32 space travel pickled, so the envs get them as SyncVectorEnv gives them."""
+    drive([BoxEnv] * 3, AutoresetMode.NEXT_STEP, actions_dtype=np.float64, steps=10)
+
+
+@pytest.mark.parametrize("num_envs, num_workers", [(1, 1), (3, 3), (2, 5)], ids=["one env", "one worker per env",
+                                                                              "more workers than envs"])
+def test_layouts(num_envs, num_workers):
+    drive([BoxEnv] * num_envs, AutoresetMode.SAME_STEP, num_workers=num_workers, steps=15)
+
+
+def test_more_workers_than_envs_start_one_per_env():
+    envs = MultiTaskVectorEnv([BoxEnv] * 2, num_workers=5, start_method="fork")
+    try:
+        assert envs.num_workers == 2 and len(envs.worker_pids) == 2
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_episodes_that_end_at_the_first_step(mode):
+    ended = drive([partial(BoxEnv, max_length=1)] * 3, mode, steps=6)
+    assert ended >= 6
+
+
+def test_different_env_fns_each_build_their_own_env():
+    fns = [partial(BoxEnv, max_length=n) for n in (1, 2, 8, 3)]
+    drive(fns, AutoresetMode.NEXT_STEP, num_workers=3)
+
+
+def test_two_resets_in_a_row_and_resets_mid_episode():
+    fns = [BoxEnv] * 4
+    ours = MultiTaskVectorEnv(fns, num_workers=2, start_method="fork")
+    reference = SyncVectorEnv(fns)
+    try:
+        assert_same(ours.reset(seed=1), reference.reset(seed=1))
+        assert_same(ours.reset(seed=[7, 8, 3, 9], options={"tag": "again"}),
+                    reference.reset(seed=[7, 8, 3, 9], options={"tag": "again"}))
+        for t in range(3):
+            actions = reference.action_space.sample()
+            assert_same(ours.step(actions), reference.step(actions), f"step {t}")
+        # Mid-episode, and with seed=None: the envs go on from their own generators.
+        assert_same(ours.reset(), reference.reset())
+        actions = reference.action_space.sample()
+        assert_same(ours.step(actions), reference.step(actions), "step after the third reset")
+    finally:
+        ours.close()
+        reference.close()
+
+
+def test_step_before_reset_is_refused():
+    envs = MultiTaskVectorEnv([BoxEnv] * 2, num_workers=1, start_method="fork")
+    try:
+        with pytest.raises(VectorResetNeeded, match="before `reset`") as info:
+            envs.step(envs.action_space.sample())
+        assert isinstance(info.value, ResetNeeded)
+        envs.reset(seed=0)
+        envs.step(envs.action_space.sample())
+    finally:
+        envs.close()
+
+
+def test_disabled_autoreset_refuses_to_step_an_ended_env():
+    envs = MultiTaskVectorEnv([partial(BoxEnv, max_length=1)] * 2, num_workers=1, start_method="fork",
+                              autoreset_mode=AutoresetMode.DISABLED)
+    try:
+        envs.reset(seed=0)
+        envs.step(envs.action_space.sample())
+        with pytest.raises(VectorResetNeeded, match="DISABLED"):
+            envs.step(envs.action_space.sample())
+    finally:
+        envs.close()
+
+
+def test_call_get_attr_set_attr_and_render():
+    fns = [partial(BoxEnv, render_mode="rgb_array")] * 3
+    ours = MultiTaskVectorEnv(fns, num_workers=2, start_method="fork")
+    reference = SyncVectorEnv(fns)
+    try:
+        assert_same(ours.reset(seed=3), reference.reset(seed=3))
+        assert_same(ours.call("double", 4), reference.call("double", 4))
+        assert_same(ours.get_attr("length"), reference.get_attr("length"))
+        assert_same(ours.get_attr("np_random_seed"), reference.get_attr("np_random_seed"))
+        for values in (2.5, [1.0, -1.0, 3.0], (0.5, 0.5, 0.5)):
+            ours.set_attr("scale", values)
+            reference.set_attr("scale", values)
+            assert_same(ours.get_attr("scale"), reference.get_attr("scale"))
+            actions = reference.action_space.sample()
+            assert_same(ours.step(actions), reference.step(actions))
+        assert_same(ours.render(), reference.render())
+        with pytest.raises(ValueError, match="length equal to the number of environments"):
+            ours.set_attr("scale", [1.0])
+    finally:
+        ours.close()
+        reference.close()
+
+
+def test_copy_false_returns_the_shared_buffer():
+    envs = MultiTaskVectorEnv([BoxEnv] * 2, num_workers=1, start_method="fork", copy=False)
+    try:
+        first, _ = envs.reset(seed=0)
+        kept = first.copy()
+        second = envs.step(envs.action_space.sample())[0]
+        assert second is first and not np.array_equal(first, kept)
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
+def test_half_cheetah_vel_with_tasks_from_reset_tasks(mode):
+    env_fn = make_env("HalfCheetahVel-v5", max_episode_steps=4)
+    probe = MultiTaskVectorEnv([env_fn] * 3, num_workers=2, start_method="fork")
+    try:
+        tasks = probe.sample_tasks(3, seed=11)
+        assert tasks == probe.sample_tasks(3, seed=11) and tasks != probe.sample_tasks(3, seed=12)
+    finally:
+        probe.close()
+    drive([env_fn] * 3, mode, tasks=tasks, steps=10)
+
+
+
+def test_reset_tasks_changes_the_rewards():
+    """The comparison above can fail: with the tasks set on one side only, the rewards differ."""
+    env_fn = make_env("HalfCheetahVel-v5", max_episode_steps=4)
+    ours = MultiTaskVectorEnv([env_fn] * 2, num_workers=1, start_method="fork")
+    reference = SyncVectorEnv([env_fn] * 2)
+    try:
+        ours.reset_tasks([{"velocity": 0.3}, {"velocity": 1.7}])
+        assert_same(ours.reset(seed=0), reference.reset(seed=0), "reset")
+        actions = reference.action_space.sample()
+        with pytest.raises(AssertionError, match="rewards"):
+            assert_same(ours.step(actions)[1], reference.step(actions)[1], "rewards")
+    finally:
+        ours.close()
+        reference.close()
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+@pytest.mark.slow
+def test_same_under_every_start_method(start_method):
+    drive([StructuredEnv] * 4, AutoresetMode.SAME_STEP, start_method=start_method, steps=10)
+    drive([BoxEnv] * 4, AutoresetMode.NEXT_STEP, start_method=start_method, steps=10)
+
+
+def test_every_registered_meta_env_has_a_vector_entry_point():
+    register_envs()
+    for env_id in ENV_IDS + METAWORLD_IDS:
+        assert isinstance(gym.spec(env_id).vector_entry_point, VectorEntryPoint), env_id
+
+
+@pytest.mark.parametrize("env_id", ["2DNavigation-v0", "Bandit-K5-v0", "TabularMDP-v0"])
+def test_make_vec_builds_one_equal_to_sync(env_id):
+    register_envs()
+    kwargs = {"num_envs": 3, "max_episode_steps": 4}
+    ours = gym.make_vec(env_id, vectorization_mode="vector_entry_point", num_workers=2, start_method="fork",
+                        autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
+    reference = gym.make_vec(env_id, vectorization_mode="sync", vector_kwargs={"autoreset_mode": "SameStep"},
+                             **kwargs)
+    try:
+        assert isinstance(ours, MultiTaskVectorEnv) and ours.num_workers == 2
+        assert ours.spec.id == env_id and ours.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        default = gym.make_vec(env_id, num_envs=1, start_method="fork")  # make_vec's default mode is ours now
+        assert isinstance(default, MultiTaskVectorEnv)
+        default.close()
+        tasks = ours.sample_tasks(3, seed=4)
+        ours.reset_tasks(tasks)
+        for env, task in zip(reference.envs, tasks):
+            env.unwrapped.reset_task(task)
+        assert_same(ours.reset(seed=2), reference.reset(seed=2))
+        reference.action_space.seed(0)
+        for t in range(9):
+            actions = reference.action_space.sample()
+            assert_same(ours.step(actions), reference.step(actions), f"step {t}")
+    finally:
+        ours.close()
+        reference.close()

@@ -70,6 +70,9 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         given per task or per slot in every call (``conditioning=``; PEARL's latent z).
     :param backend, ray_address, ray_actors, ray_cpus_per_actor: ``"local"`` or ``"ray"``
         (sampling actors across a cluster; ``docs/ray.md``).
+    :param step_timeout: seconds a worker process may take over one step (or reset) before the
+        call raises ``StepTimeoutError`` (the worker killed, the others ended); ``None``: wait forever.
+        Steps in this process (``num_workers=0``) cannot be interrupted.
     :param env: pytorch-maml-rl's argument, deprecated: an env of ``env_name``'s type, unused.
 
     See ``docs/sampler.md`` for a complete example and the reproducibility contract.
@@ -100,6 +103,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         ray_cpus_per_actor: Optional[int] = None,
         info_keys: Optional[Sequence[str]] = None,
         conditioning_size: int = 0,
+        step_timeout: Optional[float] = None,
         env: Any = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -112,7 +116,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         settings = resolve_settings(
             num_workers=num_workers, start_method=start_method, partial=partial, mujoco_batch=mujoco_batch,
             batch_threads=batch_threads, backend=backend,
-            ray=RayOptions(ray_address, ray_actors, ray_cpus_per_actor),
+            ray=RayOptions(ray_address, ray_actors, ray_cpus_per_actor), step_timeout=step_timeout,
         )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be an int >= 0 (or None to draw one), got {seed!r}")

@@ -7,7 +7,12 @@ a reward of shape (2,), ``"string_reward"`` the reward ``"1.5"``, ``"none_reward
 ``None``, ``"string_terminated"`` ``terminated="False"``, ``"int_terminated"``
 ``terminated=1`` (accepted). Any other task behaves. ``NoTimeLimitEnv`` has no
 TimeLimit: it ends its episodes after ``task["length"]`` steps on its own.
+``HangingEnv``: a task ``{"hang_at": n}`` makes its ``step`` at step ``n`` never return; with
+``"deaf": True`` it first blocks every signal it can, as an env stuck in C code would be deaf to them.
 """
+
+import signal
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -61,3 +66,17 @@ class NoTimeLimitEnv(BadOutputEnv):
     def step(self, action):
         observation, reward, _, _, info = super().step(action)
         return observation, reward, self.t >= self.task.get("length", 3), False, info
+
+
+class HangingEnv(BadOutputEnv):
+    def step(self, action):
+        if self.t == self.task.get("hang_at"):
+            if self.task.get("deaf"):
+                signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
+            while True:  # a step that never returns (asleep in Python, so that it can say where it is)
+                time.sleep(3600)
+        return super().step(action)
+
+
+def make_hanging_env():
+    return gym.wrappers.TimeLimit(HangingEnv(), max_episode_steps=5)

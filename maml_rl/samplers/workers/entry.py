@@ -57,6 +57,11 @@ OK, FAILED, REPLIED = (int(code) for code in Status)
 
 # How often an idle worker checks that the main process is still alive.
 PARENT_CHECK_INTERVAL = 1.0
+# Sent by the main process to a worker whose command ran past the sampler's step_timeout: the
+# worker answers through its pipe with where it is, ("position", (operation, slot, task)), if its
+# Python code still runs (an env stuck in C code cannot answer; the main process then names the
+# worker's slots). A handler, not a per-step record: the steps cost nothing more.
+POSITION_SIGNAL = getattr(signal, "SIGUSR1", None)
 # How often a worker waiting for a command's payload checks for CLOSE (and the main process).
 PAYLOAD_CHECK_INTERVAL = 0.05
 
@@ -123,10 +128,28 @@ def worker_main(index: int, config: WorkerConfig, buffers, wake, ready, conn) ->
         conn.send(("error", str(error)))
         return
     conn.send(("ready", None))
+    _answer_position_requests(child, conn)
     try:
         _serve(child, views, index, wake, ready, conn, _main_process_watch(config.start_method))
     finally:
         child.close()
+
+
+def _answer_position_requests(child: ChildEnv, conn) -> None:
+    """Answer :data:`POSITION_SIGNAL` with ``child.position()`` (the task as its repr if it cannot be pickled)."""
+    if POSITION_SIGNAL is None:
+        return
+
+    def answer(signum, frame) -> None:
+        operation, slot, task = child.position()
+        for position in ((operation, slot, task), (operation, slot, repr(task))):
+            try:
+                conn.send(("position", position))
+                return
+            except Exception:
+                continue
+
+    signal.signal(POSITION_SIGNAL, answer)
 
 
 class _StartUpError(Exception):

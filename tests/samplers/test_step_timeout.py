@@ -100,3 +100,19 @@ def test_without_worker_processes_the_timeout_is_kept_but_cannot_apply():
     with hanging_sampler(num_workers=0) as sampler:
         assert sampler.step_timeout == TIMEOUT
         assert len(sampler.rollout([FINE])) == 1
+
+
+def test_train_and_test_scripts_pass_a_generous_timeout_and_zero_waits_forever():
+    import argparse
+
+    from maml_rl.app.command_line import DEFAULT_STEP_TIMEOUT, add_sampler_arguments, sampler_options
+
+    parser = argparse.ArgumentParser()
+    add_sampler_arguments(parser, 2)
+    options = lambda *argv: sampler_options(parser, parser.parse_args(list(argv)))  # noqa: E731
+    assert options()["step_timeout"] == DEFAULT_STEP_TIMEOUT == 600
+    assert options("--step-timeout", "2.5")["step_timeout"] == 2.5
+    assert options("--step-timeout", "0")["step_timeout"] is None
+    for bad in ("-1", "nan", "inf"):
+        with pytest.raises(SystemExit):
+            options("--step-timeout", bad)

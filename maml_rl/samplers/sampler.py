@@ -154,6 +154,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
 
     def sample_tasks(self, num_tasks: int) -> List[Any]:
         """Draw ``num_tasks`` tasks from the env's task distribution (seeded)."""
+        self._in_use.check_process("sample_tasks")
         return list(self.env.unwrapped.sample_tasks(num_tasks))
 
     def rollout(
@@ -280,6 +281,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     def state_dict(self) -> dict:
         """What a resumed run needs to continue exactly: the seed, the number
         of rollouts so far and the state of the task generator."""
+        self._in_use.check_process("state_dict")
         return {
             "seed": self.seed,
             "num_rollouts": self._num_rollouts,
@@ -289,13 +291,15 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     def load_state_dict(self, state: dict) -> None:
         """Continue from ``state_dict()``: later tasks and episodes are those
         the original sampler would have produced."""
+        self._in_use.check_process("load_state_dict")
         self.seed = int(state["seed"])
         self._num_rollouts = int(state["num_rollouts"])
         self.env.unwrapped.np_random.bit_generator.state = state["task_rng"]
 
     def close(self) -> None:
-        """End the worker processes and release the shared memory; idempotent."""
-        if not self.closed:
+        """End the worker processes and release the shared memory; idempotent. In a child
+        process (``os.fork()``) of the one that built the sampler: nothing, they are the parent's."""
+        if not self.closed and self._in_use.in_owner_process:
             self.closed = True
             self._backend.close()
             self.env.close()

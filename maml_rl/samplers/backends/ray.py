@@ -142,7 +142,7 @@ class RayBackend(RolloutBackend):
         self.lost: List[str] = []
         self.actors: List[Any] = []
         self.cpus: List[int] = []
-        self._finalizer = weakref.finalize(self, _kill, self.actors)
+        self._finalizer = weakref.finalize(self, _kill, self.actors, os.getpid())
         for node_id, cpus in placement:
             actor = remote.options(
                 num_cpus=cpus, max_restarts=0, max_task_retries=0,
@@ -365,7 +365,9 @@ def _close(actors: List[Any]) -> None:
     _kill(actors)
 
 
-def _kill(actors: List[Any]) -> None:
+def _kill(actors: List[Any], owner_pid: Optional[int] = None) -> None:
+    if owner_pid is not None and os.getpid() != owner_pid:
+        return  # a child of os.fork() (its garbage collection, its exit): the actors are the parent's
     try:
         import ray
     except ImportError:

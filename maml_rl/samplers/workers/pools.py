@@ -9,6 +9,7 @@ instead of hanging. Torch-free.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import time
 import weakref
@@ -102,6 +103,9 @@ class _Workers:
         self.connections = connections
         self.wakes = wakes
         self.command = command
+        # Only the process that started the workers ends them (not a child of it after os.fork()).
+        self.owner_pid = os.getpid()
+        _live_workers.add(self)
         # Until every worker has said hello, some may still be importing or
         # building envs, deaf to CLOSE: those are terminated at once.
         self.started = False
@@ -117,6 +121,8 @@ class _Workers:
         is already on its way: otherwise the program is already stopping, or
         raising is impossible (a finalizer).
         """
+        if os.getpid() != self.owner_pid:
+            return  # a forked child's copy (its close(), a garbage collection, its exit): the parent's workers
         may_raise = interruptible and sys.exc_info()[1] is None
         with deferred_signals() as received:
             self._end_processes()
@@ -156,6 +162,23 @@ class _Workers:
         self.processes.clear()
         self.connections.clear()
         self.wakes.clear()
+
+
+_live_workers: "weakref.WeakSet[_Workers]" = weakref.WeakSet()
+
+
+def _forget_workers_after_fork() -> None:
+    """In a child of os.fork(): the workers are the parent's, but multiprocessing's exit handler
+    would take them for the child's own (its registry of children is copied), terminate them
+    (they are daemonic) and fail to join them. Forgetting them there leaves them to the parent."""
+    children = getattr(mp.process, "_children", None)
+    if children is not None:
+        for workers in list(_live_workers):
+            children.difference_update(workers.processes)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
 class ChildEnvPool(EnvPool):

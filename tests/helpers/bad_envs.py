@@ -9,8 +9,12 @@ a reward of shape (2,), ``"string_reward"`` the reward ``"1.5"``, ``"none_reward
 TimeLimit: it ends its episodes after ``task["length"]`` steps on its own.
 ``HangingEnv``: a task ``{"hang_at": n}`` makes its ``step`` at step ``n`` never return; with
 ``"deaf": True`` it first blocks every signal it can, as an env stuck in C code would be deaf to them.
+``make_slow_start_env(folder)``: in a worker process, writes a file named by its pid into ``folder``,
+then takes 2 s to build its env (the main process builds its own at once).
 """
 
+import multiprocessing
+import os
 import signal
 import time
 
@@ -80,3 +84,10 @@ class HangingEnv(BadOutputEnv):
 
 def make_hanging_env():
     return gym.wrappers.TimeLimit(HangingEnv(), max_episode_steps=5)
+
+
+def make_slow_start_env(folder):
+    if multiprocessing.parent_process() is not None:
+        open(os.path.join(folder, str(os.getpid())), "w").close()
+        time.sleep(2.0)
+    return make_bad_output_env()

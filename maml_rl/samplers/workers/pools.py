@@ -21,7 +21,7 @@ import cloudpickle
 from ..errors import WorkerDiedError, WorkerError
 from .buffers import BufferSpec, TrajectoryBuffers
 from .child_env import assign_slots
-from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, make_child_env, worker_main
+from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, WorkerHandles, make_child_env, worker_main
 from .processes import (
     deferred_signals,
     describe_exit,
@@ -29,6 +29,7 @@ from .processes import (
     main_module_reference,
     start_resource_tracker,
     warn_if_oversubscribed,
+    worker_start_signals_blocked,
 )
 from .protocol import EnvPool
 from .timeouts import ask_positions, step_timeout_error
@@ -237,14 +238,14 @@ class ChildEnvPool(EnvPool):
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(
                     target=worker_main,
-                    args=(w, config, self.buffers, wakes[w], self._ready, child_end),
+                    args=(w, config, WorkerHandles(self.buffers, wakes[w], self._ready, child_end)),
                     name=f"ChildEnv-{w}",
                     daemon=True,
                 )
                 processes.append(process)
                 connections.append(parent_end)
                 try:
-                    with main_module_hidden(start_method != "fork"):
+                    with main_module_hidden(start_method != "fork"), worker_start_signals_blocked(start_method):
                         process.start()
                 finally:
                     child_end.close()

@@ -353,6 +353,7 @@ def test_a_hanging_step_in_an_actor_is_the_local_step_timeout_error(cluster):
         # Actor 1 rolls out tasks 2 and 3 (slots 4-7): the slot is numbered in the whole call.
         assert "Ray sampling actor 1" in message and "ChildEnv worker 0 (pid " in message, message
         assert "during step 2 in env slot 6 (task {'hang_at': 2})" in message, message
+        assert (info.value.worker, info.value.slot, info.value.task) == (0, 6, {"hang_at": 2})
         assert len(sampler.rollout(tasks[:3])) == 3  # usable afterwards
 
 

@@ -334,12 +334,14 @@ def _payload_bytes(payload: dict) -> int:
 
 
 def _remote_error(cause: BaseException, where: str, remote_traceback: str) -> BaseException:
-    """The actor's exception, of the same type where it can be rebuilt, saying
-    which actor raised it, with the actor's traceback."""
+    """The actor's exception, of the same type where it can be rebuilt (with its attributes,
+    e.g. a ``StepTimeoutError``'s slot and task), saying which actor raised it, with the actor's traceback."""
     detail = f"\n\nIn the actor:\n{remote_traceback.strip()}" if remote_traceback.strip() else ""
     if isinstance(cause, (SamplerError, ValueError, TypeError, MemoryError)):
         try:
-            return type(cause)(f"{where}: {cause}{detail}")
+            error = type(cause)(f"{where}: {cause}{detail}")
+            error.__dict__.update(vars(cause))
+            return error
         except Exception:
             pass
     return WorkerError(f"{where} raised {type(cause).__name__}: {cause}{detail}")

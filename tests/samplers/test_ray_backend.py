@@ -341,6 +341,7 @@ def test_an_env_error_in_an_actor_is_the_local_worker_error(cluster, probe_sampl
         assert sampler.rollout(tasks[:3])[0].lengths.tolist() == [5, 5]  # usable afterwards
 
 
+@pytest.mark.slow
 def test_a_hanging_step_in_an_actor_is_the_local_step_timeout_error(cluster):
     # One worker process inside each actor (a 1-CPU actor steps its envs in its own process by default,
     # where a step cannot be interrupted).

@@ -144,3 +144,36 @@ def test_a_forked_child_that_exits_normally_leaves_the_parents_workers_alone(tmp
     assert result.stdout.startswith("ok "), result.stdout
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
     assert wait_until_gone([int(pid) for pid in result.stdout.split()[1:]]) == []
+
+
+def test_a_forked_child_of_a_vector_env_is_refused_and_leaves_its_workers_alone():
+    import numpy as np
+
+    from maml_rl.samplers import MultiTaskVectorEnv
+
+    from helpers.bad_envs import make_bad_output_env
+
+    envs = MultiTaskVectorEnv([make_bad_output_env] * 2, num_workers=2, start_method="fork")
+    try:
+        envs.reset(seed=0)
+        pids = envs.worker_pids
+        actions = np.zeros((2, 1), np.float32)
+
+        def step_then_close():
+            try:
+                envs.step(actions)
+                outcome = "ran"
+            except Exception as error:
+                outcome = f"{type(error).__name__}: {error}"
+            envs.close()
+            return outcome
+
+        code, report = in_child(step_then_close)
+        assert code == 0, report
+        assert report["result"].startswith("ForkedSamplerError: MultiTaskVectorEnv.step_async() in process ")
+        assert envs.worker_pids == pids and all(is_running(pid) for pid in pids)
+        observations, *_ = envs.step(actions)
+        assert observations.shape == (2, 2)
+    finally:
+        envs.close()
+    assert wait_until_gone(pids) == []

@@ -8,6 +8,7 @@ the others are ended, no named semaphore is left, and the next call starts new w
 import os
 import time
 
+import numpy as np
 import pytest
 
 from maml_rl.policies import NormalMLPPolicy
@@ -116,3 +117,27 @@ def test_train_and_test_scripts_pass_a_generous_timeout_and_zero_waits_forever()
     for bad in ("-1", "nan", "inf"):
         with pytest.raises(SystemExit):
             options("--step-timeout", bad)
+
+
+def test_a_hanging_step_of_the_vector_env_raises_naming_the_env_and_its_task():
+    from maml_rl.samplers import MultiTaskVectorEnv
+    from maml_rl.samplers.vector_env import VectorEnvClosedError
+
+    envs = MultiTaskVectorEnv([make_hanging_env] * 4, num_workers=2, start_method="fork", step_timeout=TIMEOUT)
+    try:
+        pids = envs.worker_pids
+        envs.reset_tasks([FINE, FINE, {"hang_at": 1}, FINE])
+        envs.reset(seed=0)
+        actions = np.zeros((4, 1), np.float32)
+        envs.step(actions)
+        start = time.monotonic()
+        with pytest.raises(StepTimeoutError) as info:
+            envs.step(actions)
+        assert TIMEOUT <= time.monotonic() - start < WITHIN
+        message = str(info.value)
+        assert f"ChildEnv worker 1 (pid {pids[1]}) hung during step in env slot 2 (task {{'hang_at': 1}})" in message
+        assert wait_until_gone(pids) == []
+        with pytest.raises(VectorEnvClosedError):
+            envs.step(actions)
+    finally:
+        envs.close()

@@ -104,10 +104,7 @@ def resolve_settings(*, num_workers: Optional[int] = None,
         raise ValueError(f"num_workers must be an int >= 0 (0 steps the envs in this process), got {num_workers!r}")
     if batch_threads is not None and not _positive_int(batch_threads):
         raise ValueError(f"batch_threads must be a positive int, got {batch_threads!r}")
-    if step_timeout is not None and (isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float))
-                                     or not math.isfinite(step_timeout) or step_timeout <= 0):
-        raise ValueError(f"step_timeout must be a positive number of seconds (or None to wait forever), "
-                         f"got {step_timeout!r}")
+    step_timeout = checked_step_timeout(step_timeout)
     if mujoco_batch not in (None, True, False):
         raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {mujoco_batch!r}")
     return ExecutionSettings(
@@ -118,8 +115,19 @@ def resolve_settings(*, num_workers: Optional[int] = None,
         num_workers=num_workers,
         batch_threads=batch_threads,
         ray=ray if backend == "ray" else None,
-        step_timeout=None if step_timeout is None else float(step_timeout),
+        step_timeout=step_timeout,
     )
+
+
+def checked_step_timeout(step_timeout) -> Optional[float]:
+    """``step_timeout`` as seconds (``None``: wait forever); ``ValueError`` unless a positive finite number."""
+    if step_timeout is None:
+        return None
+    if isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float)) \
+            or not math.isfinite(step_timeout) or step_timeout <= 0:
+        raise ValueError(f"step_timeout must be a positive number of seconds (or None to wait forever), "
+                         f"got {step_timeout!r}")
+    return float(step_timeout)
 
 
 def local_layout(settings: ExecutionSettings) -> Layout:

@@ -184,7 +184,11 @@ def _answer_position_requests(child: ChildEnv, conn) -> None:
         return
 
     def answer(signum, frame) -> None:
-        operation, slot, task = child.position()
+        # Never raises: it runs inside whatever the worker was doing.
+        try:
+            operation, slot, task = child.position()
+        except Exception:
+            return
         for position in ((operation, slot, task), (operation, slot, repr(task))):
             try:
                 conn.send(("position", position))

@@ -22,6 +22,10 @@ from maml_rl.legacy.warn import LegacyAPIWarning
 
 __all__ = ["SignalExit", "run_script"]
 
+# Seconds an env worker may take over one step or reset in train.py and test.py (the library's
+# default is no limit): far beyond any env shipped here, short of a run that sits silent for hours.
+DEFAULT_STEP_TIMEOUT = 600.0
+
 
 class SignalExit(SystemExit):
     """Raised by SIGTERM or SIGHUP while a script runs."""
@@ -101,12 +105,19 @@ def add_sampler_arguments(group, cpus: int) -> None:
         help="number of Ray sampling actors (default: one per node, or per --ray-cpus-per-actor CPUs)")
     group.add_argument("--ray-cpus-per-actor", type=int, default=None,
         help="CPUs of each Ray sampling actor (default: all of its node's)")
+    group.add_argument("--step-timeout", type=float, default=DEFAULT_STEP_TIMEOUT, metavar="SECONDS",
+        help="stop with StepTimeoutError, naming the slot, the task and the worker, when an environment worker "
+             "process takes longer than this over one step or reset; 0 waits forever. Steps in the sampling "
+             f"process itself (--num-workers 0) cannot be interrupted (default: {DEFAULT_STEP_TIMEOUT:g})")
 
 
 def sampler_options(parser, args) -> dict:
     """The MultiTaskSampler keyword arguments of :func:`add_sampler_arguments`'s options, checked."""
     if args.num_workers is not None and args.num_workers < 0:
         parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
+    if not 0 <= args.step_timeout < float("inf"):  # also refuses nan
+        parser.error(f"--step-timeout must be a number of seconds >= 0 (0: wait forever), got {args.step_timeout}")
+    step_timeout = args.step_timeout or None
     for name in ("ray_actors", "ray_cpus_per_actor"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -117,5 +128,5 @@ def sampler_options(parser, args) -> dict:
         given = [f"--{name.replace('_', '-')}" for name, value in ray_options.items() if value is not None]
         if given:
             parser.error(f"{', '.join(given)} need(s) --backend ray")
-        return {"num_workers": args.num_workers}
-    return {"num_workers": args.num_workers, "backend": "ray", **ray_options}
+        return {"num_workers": args.num_workers, "step_timeout": step_timeout}
+    return {"num_workers": args.num_workers, "step_timeout": step_timeout, "backend": "ray", **ray_options}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from maml_rl.config.loading import ConfigError, load_config
+from maml_rl.app.command_line import DEFAULT_STEP_TIMEOUT
 from maml_rl.app.runs.lock import LOCK_FILE, RunLock
 from maml_rl.app.runs import (
     CHECKPOINT_FILE,
@@ -60,7 +61,7 @@ def _train_chunk(files: Mapping[str, bytes], config_text: str | None, seed: int,
             config = Path(tmp) / "config.yaml"
             config.write_text(config_text)
         train_run(folder, config, [*overrides, ("num-batches", target)], seed=seed, resume=bool(files),
-                  device=device, sampler_options={"num_workers": num_workers})
+                  device=device, sampler_options={"num_workers": num_workers, "step_timeout": DEFAULT_STEP_TIMEOUT})
         return _read_folder(folder)
 
 

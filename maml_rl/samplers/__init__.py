@@ -10,7 +10,8 @@ processes); ``errors`` is shared by all. Names are imported lazily so that a wor
 from typing import Any
 
 __all__ = ["MultiTaskSampler", "MultiTaskVectorEnv", "SamplerError", "WorkerError", "WorkerDiedError", "SamplerClosedError", "PolicyOutputError",
-           "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "EnvPool", "usable_cpus"]
+           "EnvOutputError", "InsufficientMemoryError", "PoolStateError", "StepTimeoutError", "ForkedSamplerError",
+           "EnvPool", "usable_cpus"]
 
 
 def __getattr__(name: str) -> Any:

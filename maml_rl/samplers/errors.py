@@ -36,3 +36,23 @@ class PolicyOutputError(SamplerError, ValueError):
     shape, rows or number of categories, or non-finite actions. The message
     names the policy, the slot, the task and the step, what it returned and
     what was expected; no env has been stepped with it."""
+
+
+class StepTimeoutError(SamplerError):
+    """A worker did not finish a command (a step, a reset) within the sampler's ``step_timeout``.
+
+    The message names the worker, its pid, the command, and the slot and task
+    it was stepping (when the worker could still say; else its slots and
+    tasks). That worker has been killed and the others ended; the next call
+    starts new ones. ``worker``, ``pid``, ``slot`` and ``task`` hold the same
+    (``slot``/``task`` ``None`` when the worker could not say).
+    """
+
+    def __init__(self, message: str, *, worker=None, pid=None, slot=None, task=None):
+        super().__init__(message)
+        self.worker, self.pid, self.slot, self.task = worker, pid, slot, task
+
+
+class ForkedSamplerError(SamplerError):
+    """A sampler was used in a child process (after ``os.fork()``) of the process
+    that built it: its workers and shared memory belong to that process."""

@@ -15,6 +15,8 @@ class SamplerInspection:
     backend = property(lambda self: self.settings.backend, doc="``\"local\"`` or ``\"ray\"``.")
     start_method = property(lambda self: self.settings.start_method)
     partial = property(lambda self: self.settings.partial)
+    step_timeout = property(lambda self: self.settings.step_timeout,
+                            doc="Seconds a worker process may take over one step (``None``: forever).")
     mujoco_batch = property(lambda self: self.settings.fast_path, doc="Whether the MuJoCo fast path is used.")
     batch_threads = property(lambda self: local_layout(self.settings).batch_threads,
                              doc="Threads of each fast-path ``Batch`` on this machine (``None``: per-env path).")

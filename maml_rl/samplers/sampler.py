@@ -70,6 +70,9 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         given per task or per slot in every call (``conditioning=``; PEARL's latent z).
     :param backend, ray_address, ray_actors, ray_cpus_per_actor: ``"local"`` or ``"ray"``
         (sampling actors across a cluster; ``docs/ray.md``).
+    :param step_timeout: seconds a worker process may take over one step (or reset) before the
+        call raises ``StepTimeoutError`` (the worker killed, the others ended); ``None``: wait forever.
+        Steps in this process (``num_workers=0``) cannot be interrupted.
     :param env: pytorch-maml-rl's argument, deprecated: an env of ``env_name``'s type, unused.
 
     See ``docs/sampler.md`` for a complete example and the reproducibility contract.
@@ -100,6 +103,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         ray_cpus_per_actor: Optional[int] = None,
         info_keys: Optional[Sequence[str]] = None,
         conditioning_size: int = 0,
+        step_timeout: Optional[float] = None,
         env: Any = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -112,7 +116,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         settings = resolve_settings(
             num_workers=num_workers, start_method=start_method, partial=partial, mujoco_batch=mujoco_batch,
             batch_threads=batch_threads, backend=backend,
-            ray=RayOptions(ray_address, ray_actors, ray_cpus_per_actor),
+            ray=RayOptions(ray_address, ray_actors, ray_cpus_per_actor), step_timeout=step_timeout,
         )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be an int >= 0 (or None to draw one), got {seed!r}")
@@ -150,6 +154,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
 
     def sample_tasks(self, num_tasks: int) -> List[Any]:
         """Draw ``num_tasks`` tasks from the env's task distribution (seeded)."""
+        self._in_use.check_process("sample_tasks")
         return list(self.env.unwrapped.sample_tasks(num_tasks))
 
     def rollout(
@@ -276,6 +281,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     def state_dict(self) -> dict:
         """What a resumed run needs to continue exactly: the seed, the number
         of rollouts so far and the state of the task generator."""
+        self._in_use.check_process("state_dict")
         return {
             "seed": self.seed,
             "num_rollouts": self._num_rollouts,
@@ -285,13 +291,15 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     def load_state_dict(self, state: dict) -> None:
         """Continue from ``state_dict()``: later tasks and episodes are those
         the original sampler would have produced."""
+        self._in_use.check_process("load_state_dict")
         self.seed = int(state["seed"])
         self._num_rollouts = int(state["num_rollouts"])
         self.env.unwrapped.np_random.bit_generator.state = state["task_rng"]
 
     def close(self) -> None:
-        """End the worker processes and release the shared memory; idempotent."""
-        if not self.closed:
+        """End the worker processes and release the shared memory; idempotent. In a child
+        process (``os.fork()``) of the one that built the sampler: nothing, they are the parent's."""
+        if not self.closed and self._in_use.in_owner_process:
             self.closed = True
             self._backend.close()
             self.env.close()

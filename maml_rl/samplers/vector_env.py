@@ -24,7 +24,7 @@ from maml_rl.envs.factory import make_env
 
 from .errors import PoolStateError, SamplerClosedError
 from .exclusive import OneCallAtATime
-from .settings.execution import _start_method
+from .settings.execution import _start_method, checked_step_timeout
 from .workers.processes import usable_cpus
 from .workers.vector_child_env import VectorSpec
 from .workers.vector_pool import VectorEnvPool
@@ -53,11 +53,14 @@ class MultiTaskVectorEnv(VectorEnv):
     :param copy: ``reset`` and ``step`` return a copy of the observations (else a view of the
         shared memory, overwritten by the next step).
     :param observation_mode: ``"same"`` only (every env has env 0's observation space).
+    :param step_timeout: seconds a worker may take over one command (a step, a reset, a call) before
+        it is killed and the call raises ``StepTimeoutError`` naming it, the env and its task; the vector
+        env is then closed. ``None`` (default): wait forever.
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], *, num_workers: Optional[int] = None,
                  start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
-                 copy: bool = True, observation_mode: str = "same"):
+                 copy: bool = True, observation_mode: str = "same", step_timeout: Optional[float] = None):
         self._pool: Optional[VectorEnvPool] = None
         self._task_env: Optional[gym.Env] = None
         self.closed = False
@@ -75,6 +78,7 @@ class MultiTaskVectorEnv(VectorEnv):
         self.num_envs = len(self.env_fns)
         self.num_workers = min(num_workers or usable_cpus(), self.num_envs)
         self.start_method = _start_method(start_method)
+        self.step_timeout = checked_step_timeout(step_timeout)
         self._guard = OneCallAtATime("MultiTaskVectorEnv")
 
         # As AsyncVectorEnv: the spaces and metadata of a first env built here, kept to draw tasks.
@@ -99,7 +103,7 @@ class MultiTaskVectorEnv(VectorEnv):
         self._spec = VectorSpec(self.single_observation_space, self.single_action_space, self.num_envs,
                                 self.num_workers, self.autoreset_mode.value)
         try:
-            self._pool = VectorEnvPool(self.env_fns, self._spec, self.start_method)
+            self._pool = VectorEnvPool(self.env_fns, self._spec, self.start_method, self.step_timeout)
         except BaseException:
             self.close()
             raise
@@ -311,11 +315,11 @@ def _fits(actions: Any, buffer: np.ndarray) -> bool:
 
 def make_vector_env(env_id: str, num_envs: int = 1, *, num_workers: Optional[int] = None,
                     start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
-                    copy: bool = True, **env_kwargs: Any) -> MultiTaskVectorEnv:
+                    copy: bool = True, step_timeout: Optional[float] = None, **env_kwargs: Any) -> MultiTaskVectorEnv:
     """A :class:`MultiTaskVectorEnv` of ``num_envs`` envs ``gymnasium.make(env_id, **env_kwargs)``:
     the ``vector_entry_point`` of the registered meta-envs, so that
     ``gymnasium.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", num_workers=2)``
     builds one (gymnasium passes the vector env's arguments among the env's keyword arguments)."""
     env_fn = make_env(env_id, **env_kwargs)
     return MultiTaskVectorEnv([env_fn] * num_envs, num_workers=num_workers, start_method=start_method,
-                              autoreset_mode=autoreset_mode, copy=copy)
+                              autoreset_mode=autoreset_mode, copy=copy, step_timeout=step_timeout)

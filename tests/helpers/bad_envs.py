@@ -7,7 +7,16 @@ a reward of shape (2,), ``"string_reward"`` the reward ``"1.5"``, ``"none_reward
 ``None``, ``"string_terminated"`` ``terminated="False"``, ``"int_terminated"``
 ``terminated=1`` (accepted). Any other task behaves. ``NoTimeLimitEnv`` has no
 TimeLimit: it ends its episodes after ``task["length"]`` steps on its own.
+``HangingEnv``: a task ``{"hang_at": n}`` makes its ``step`` at step ``n`` never return; with
+``"deaf": True`` it first blocks every signal it can, as an env stuck in C code would be deaf to them.
+``make_slow_start_env(folder)``: in a worker process, writes a file named by its pid into ``folder``,
+then takes 2 s to build its env (the main process builds its own at once).
 """
+
+import multiprocessing
+import os
+import signal
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -61,3 +70,24 @@ class NoTimeLimitEnv(BadOutputEnv):
     def step(self, action):
         observation, reward, _, _, info = super().step(action)
         return observation, reward, self.t >= self.task.get("length", 3), False, info
+
+
+class HangingEnv(BadOutputEnv):
+    def step(self, action):
+        if self.t == self.task.get("hang_at"):
+            if self.task.get("deaf"):
+                signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
+            while True:  # a step that never returns (asleep in Python, so that it can say where it is)
+                time.sleep(3600)
+        return super().step(action)
+
+
+def make_hanging_env():
+    return gym.wrappers.TimeLimit(HangingEnv(), max_episode_steps=5)
+
+
+def make_slow_start_env(folder):
+    if multiprocessing.parent_process() is not None:
+        open(os.path.join(folder, str(os.getpid())), "w").close()
+        time.sleep(2.0)
+    return make_bad_output_env()

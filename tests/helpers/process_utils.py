@@ -80,3 +80,19 @@ def wait_or_explain(process: subprocess.Popen, timeout: float, pids=()) -> None:
     _, stderr = process.communicate(timeout=10)
     pytest.fail(f"the process did not exit within {timeout} s.\nprocesses:\n" + "\n".join(states)
                 + f"\nits stderr (with its threads' stacks at the time):\n{stderr}", pytrace=False)
+
+
+def mapped_semaphores(pids):
+    """Names of the POSIX named semaphores (``/dev/shm/sem.*``, used under spawn and forkserver) that
+    ``pids`` map. Other programs may create and remove semaphores meanwhile: check these names only."""
+    names = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                for line in maps:
+                    path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                    if path.startswith("/dev/shm/sem."):
+                        names.add(path.split()[0])
+        except OSError:
+            pass
+    return names

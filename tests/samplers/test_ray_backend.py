@@ -30,9 +30,9 @@ import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.metalearners.sampling import sample_adapt_sample
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
-from maml_rl.samplers import MultiTaskSampler, WorkerDiedError, WorkerError
+from maml_rl.samplers import MultiTaskSampler, StepTimeoutError, WorkerDiedError, WorkerError
 from maml_rl.samplers.backends.ray import _placement, _split
-from helpers import ROOT, TESTS, differential_envs, naive_sampler, naive_trials, sampler_envs
+from helpers import ROOT, TESTS, bad_envs, differential_envs, naive_sampler, naive_trials, sampler_envs
 from helpers.differential_trials import SHAPES as TRIAL_SHAPES, run_shapes as run_trial_shapes
 from helpers.naive_sampler import UnbatchedElementwisePolicy
 from helpers.process_utils import wait_until_gone
@@ -48,6 +48,7 @@ cloudpickle.register_pickle_by_value(sampler_envs)
 cloudpickle.register_pickle_by_value(naive_sampler)
 cloudpickle.register_pickle_by_value(differential_envs)
 cloudpickle.register_pickle_by_value(naive_trials)
+cloudpickle.register_pickle_by_value(bad_envs)
 
 NODE_MEMORY = 80 * 2**20  # object store per node: small, the machine has 2 cores and little /dev/shm
 
@@ -338,6 +339,23 @@ def test_an_env_error_in_an_actor_is_the_local_worker_error(cluster, probe_sampl
         assert where in str(local.value) and where in message and "Traceback" in message
         assert "Ray sampling actor 1" in message and "told to fail in step" in message
         assert sampler.rollout(tasks[:3])[0].lengths.tolist() == [5, 5]  # usable afterwards
+
+
+@pytest.mark.slow
+def test_a_hanging_step_in_an_actor_is_the_local_step_timeout_error(cluster):
+    # One worker process inside each actor (a 1-CPU actor steps its envs in its own process by default,
+    # where a step cannot be interrupted).
+    tasks = [{}, {}, {}, {"hang_at": 2}]
+    with MultiTaskSampler(None, None, 2, NormalMLPPolicy(2, 1), None, env_fn=bad_envs.make_hanging_env, seed=0,
+                          backend="ray", ray_actors=2, num_workers=1, step_timeout=1.0) as sampler:
+        with pytest.raises(StepTimeoutError) as info:
+            sampler.rollout(tasks)
+        message = str(info.value)
+        # Actor 1 rolls out tasks 2 and 3 (slots 4-7): the slot is numbered in the whole call.
+        assert "Ray sampling actor 1" in message and "ChildEnv worker 0 (pid " in message, message
+        assert "during step 2 in env slot 6 (task {'hang_at': 2})" in message, message
+        assert (info.value.worker, info.value.slot, info.value.task) == (0, 6, {"hang_at": 2})
+        assert len(sampler.rollout(tasks[:3])) == 3  # usable afterwards
 
 
 def _descendants(pids):

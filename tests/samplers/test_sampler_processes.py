@@ -22,7 +22,7 @@ import pytest
 from maml_rl.samplers.workers import processes
 
 from helpers import ROOT, TESTS
-from helpers.process_utils import SAMPLING_SCRIPT, is_running, wait_until_gone
+from helpers.process_utils import SAMPLING_SCRIPT, is_running, mapped_semaphores, wait_until_gone
 
 pytestmark = pytest.mark.processes
 
@@ -66,21 +66,6 @@ def command_line(pid: int) -> str:
             return cmdline.read().replace(b"\0", b" ").decode()
     except OSError:
         return ""
-
-
-def semaphores(pids):
-    """Names of the POSIX named semaphores mapped by ``pids``."""
-    names = set()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/maps") as maps:
-                for line in maps:
-                    path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-                    if path.startswith("/dev/shm/sem."):
-                        names.add(path.split()[0])
-        except OSError:
-            pass
-    return names
 
 
 def leftover_semaphores(names):
@@ -348,7 +333,7 @@ def test_quick_double_ctrl_c_in_train_py(tmp_path):
         time.sleep(0.02)
     time.sleep(0.3)
     processes = descendants(script.pid)
-    names = semaphores([script.pid, *processes])
+    names = mapped_semaphores([script.pid, *processes])
     script.signal(signal.SIGINT, group=True)
     time.sleep(0.05)
     script.signal(signal.SIGINT, group=True)
@@ -398,7 +383,7 @@ def test_second_ctrl_c_during_shutdown_does_not_abandon_it(tmp_path, start_metho
     time.sleep(1.0)  # the worker is in its long step
     processes = descendants(script.pid)
     assert set(workers) <= set(processes)
-    names = semaphores([script.pid, *processes])
+    names = mapped_semaphores([script.pid, *processes])
     assert names  # spawn and forkserver semaphores have names
     script.signal(signal.SIGINT)
     time.sleep(0.3)
@@ -478,7 +463,7 @@ def test_train_py_ends_cleanly_on_sigterm_and_sighup(tmp_path, signum):
     script, metrics = start_train(tmp_path, new_session=True)
     wait_for_first_iteration(script, metrics)
     processes = descendants(script.pid)
-    names = semaphores([script.pid, *processes])
+    names = mapped_semaphores([script.pid, *processes])
     assert names  # train.py's default start method, forkserver, names its semaphores
     script.signal(signum, group=signum == signal.SIGHUP)
     returncode = script.wait()
@@ -503,7 +488,7 @@ def test_hangup_of_a_script_without_handlers_leaves_nothing(tmp_path, start_meth
     time.sleep(0.3)  # mid-rollout
     processes = descendants(script.pid)
     assert set(workers) <= set(processes)
-    names = semaphores([script.pid, *processes])
+    names = mapped_semaphores([script.pid, *processes])
     script.signal(signal.SIGHUP, group=True)
     assert script.wait() == -signal.SIGHUP
     assert script.left_behind() == []

@@ -119,6 +119,7 @@ class LocalBackend(RolloutBackend):
                 self.pool = InProcessPool(self.env_fn, num_slots, spec, layout.batch_threads)
             else:
                 self.pool = ChildEnvPool(workload.env_fn_bytes, processes, num_slots, spec,
-                                         self.settings.start_method, layout.batch_threads)
+                                         self.settings.start_method, layout.batch_threads,
+                                         step_timeout=self.settings.step_timeout)
         self.pool.assign(num_slots)
         return self.pool

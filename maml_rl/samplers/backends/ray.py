@@ -142,7 +142,7 @@ class RayBackend(RolloutBackend):
         self.lost: List[str] = []
         self.actors: List[Any] = []
         self.cpus: List[int] = []
-        self._finalizer = weakref.finalize(self, _kill, self.actors)
+        self._finalizer = weakref.finalize(self, _kill, self.actors, os.getpid())
         for node_id, cpus in placement:
             actor = remote.options(
                 num_cpus=cpus, max_restarts=0, max_task_retries=0,
@@ -334,12 +334,14 @@ def _payload_bytes(payload: dict) -> int:
 
 
 def _remote_error(cause: BaseException, where: str, remote_traceback: str) -> BaseException:
-    """The actor's exception, of the same type where it can be rebuilt, saying
-    which actor raised it, with the actor's traceback."""
+    """The actor's exception, of the same type where it can be rebuilt (with its attributes,
+    e.g. a ``StepTimeoutError``'s slot and task), saying which actor raised it, with the actor's traceback."""
     detail = f"\n\nIn the actor:\n{remote_traceback.strip()}" if remote_traceback.strip() else ""
     if isinstance(cause, (SamplerError, ValueError, TypeError, MemoryError)):
         try:
-            return type(cause)(f"{where}: {cause}{detail}")
+            error = type(cause)(f"{where}: {cause}{detail}")
+            error.__dict__.update(vars(cause))
+            return error
         except Exception:
             pass
     return WorkerError(f"{where} raised {type(cause).__name__}: {cause}{detail}")
@@ -365,7 +367,9 @@ def _close(actors: List[Any]) -> None:
     _kill(actors)
 
 
-def _kill(actors: List[Any]) -> None:
+def _kill(actors: List[Any], owner_pid: Optional[int] = None) -> None:
+    if owner_pid is not None and os.getpid() != owner_pid:
+        return  # a child of os.fork() (its garbage collection, its exit): the actors are the parent's
     try:
         import ray
     except ImportError:

@@ -11,6 +11,7 @@ share, the same rule for this process and for a Ray actor on its own CPUs.
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing as mp
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -58,6 +59,8 @@ class ExecutionSettings:
     num_workers: Optional[int] = None
     batch_threads: Optional[int] = None
     ray: Optional[RayOptions] = None
+    #: Seconds a worker process may take over one command (``None``: forever; ``workers.pools.ChildEnvPool``).
+    step_timeout: Optional[float] = None
 
     def for_env(self, env: gym.Env, env_name: str, info_keys) -> "ExecutionSettings":
         """These settings with the fast path decided for ``env`` (``ValueError``
@@ -86,8 +89,8 @@ class ExecutionSettings:
 
 def resolve_settings(*, num_workers: Optional[int] = None,
                      start_method: Optional[str] = None, partial: bool = False, mujoco_batch: Optional[bool] = None,
-                     batch_threads: Optional[int] = None, backend: str = "local", ray: Optional[RayOptions] = None
-                     ) -> ExecutionSettings:
+                     batch_threads: Optional[int] = None, backend: str = "local", ray: Optional[RayOptions] = None,
+                     step_timeout: Optional[float] = None) -> ExecutionSettings:
     """Check the sampler's execution arguments (the fast path is decided by ``for_env``)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -101,6 +104,7 @@ def resolve_settings(*, num_workers: Optional[int] = None,
         raise ValueError(f"num_workers must be an int >= 0 (0 steps the envs in this process), got {num_workers!r}")
     if batch_threads is not None and not _positive_int(batch_threads):
         raise ValueError(f"batch_threads must be a positive int, got {batch_threads!r}")
+    step_timeout = checked_step_timeout(step_timeout)
     if mujoco_batch not in (None, True, False):
         raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {mujoco_batch!r}")
     return ExecutionSettings(
@@ -111,7 +115,19 @@ def resolve_settings(*, num_workers: Optional[int] = None,
         num_workers=num_workers,
         batch_threads=batch_threads,
         ray=ray if backend == "ray" else None,
+        step_timeout=step_timeout,
     )
+
+
+def checked_step_timeout(step_timeout) -> Optional[float]:
+    """``step_timeout`` as seconds (``None``: wait forever); ``ValueError`` unless a positive finite number."""
+    if step_timeout is None:
+        return None
+    if isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float)) \
+            or not math.isfinite(step_timeout) or step_timeout <= 0:
+        raise ValueError(f"step_timeout must be a positive number of seconds (or None to wait forever), "
+                         f"got {step_timeout!r}")
+    return float(step_timeout)
 
 
 def local_layout(settings: ExecutionSettings) -> Layout:

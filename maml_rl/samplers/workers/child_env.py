@@ -6,7 +6,7 @@ same ChildEnv, so both modes execute exactly the same code. Torch-free.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -186,13 +186,21 @@ class ChildEnv:
             )
         self.fitting_dtypes.add(observation.dtype)
 
+    def position(self) -> Tuple[str, Optional[int], Any]:
+        """Where the worker is: the operation, and the slot (as messages number it) and its task,
+        or ``None`` for both between slots."""
+        if self.current_slot is None:
+            return self.current_operation, None, None
+        i = self.current_slot - self.first_slot
+        task = self.tasks[i] if 0 <= i < len(self.tasks) else None
+        return self.current_operation, self.current_slot + self.slot_offset, task
+
     def describe_failure(self) -> str:
         """Where the last exception happened: operation, slot and task."""
-        where = f"during {self.current_operation}"
-        if self.current_slot is not None:
-            i = self.current_slot - self.first_slot
-            task = self.tasks[i] if 0 <= i < len(self.tasks) else None
-            where += f" in env slot {self.current_slot + self.slot_offset} (task {task!r})"
+        operation, slot, task = self.position()
+        where = f"during {operation}"
+        if slot is not None:
+            where += f" in env slot {slot} (task {task!r})"
         return where
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional
 
 from .buffers import BufferSpec, BufferViews
 from .child_env import ChildEnv
+from .processes import ignore_worker_signals
 
 
 class Command(enum.IntEnum):
@@ -57,6 +58,11 @@ OK, FAILED, REPLIED = (int(code) for code in Status)
 
 # How often an idle worker checks that the main process is still alive.
 PARENT_CHECK_INTERVAL = 1.0
+# Sent by the main process to a worker whose command ran past the sampler's step_timeout: the
+# worker answers through its pipe with where it is, ("position", (operation, slot, task)), if its
+# Python code still runs (an env stuck in C code cannot answer; the main process then names the
+# worker's slots). A handler, not a per-step record: the steps cost nothing more.
+POSITION_SIGNAL = getattr(signal, "SIGUSR1", None)
 # How often a worker waiting for a command's payload checks for CLOSE (and the main process).
 PAYLOAD_CHECK_INTERVAL = 0.05
 
@@ -102,7 +108,41 @@ class WorkerConfig:
     stepper: Optional[type] = None
 
 
-def worker_main(index: int, config: WorkerConfig, buffers, wake, ready, conn) -> None:
+class WorkerHandles:
+    """What a worker shares with the main process: the trajectory buffers, its ``wake``
+    semaphore, the shared ``ready`` semaphore and its end of the pipe.
+
+    Under spawn and forkserver, multiprocessing's bootstrap unpickles a new process's
+    arguments before any of its code runs. When the main process had meanwhile given up on
+    the worker (interrupted, or killed, while starting its workers) and its semaphores' names
+    were gone, that raised ``FileNotFoundError`` in ``SemLock._rebuild`` and printed a
+    traceback. So the handles travel as one pickle inside the process's own (while the
+    process is being started, where multiprocessing allows it), rebuilt by
+    :func:`_rebuild_handles`, which turns a missing semaphore into ``None``.
+    """
+
+    def __init__(self, buffers, wake, ready, conn):
+        self.buffers, self.wake, self.ready, self.conn = buffers, wake, ready, conn
+
+    def __reduce__(self):
+        from multiprocessing.reduction import ForkingPickler
+
+        return _rebuild_handles, (bytes(ForkingPickler.dumps((self.buffers, self.wake, self.ready, self.conn))),)
+
+
+def _rebuild_handles(data: bytes) -> Optional[WorkerHandles]:
+    try:
+        return WorkerHandles(*pickle.loads(data))
+    except FileNotFoundError:  # a semaphore's name: the main process has released it
+        return None
+
+
+# The exit code of a worker that finds the main process gone (or its handles released) while it
+# starts or reports: it exits without a traceback, the main process being no longer there to read one.
+MAIN_PROCESS_GONE = 3
+
+
+def worker_main(index: int, config: WorkerConfig, handles: Optional[WorkerHandles]) -> None:
     """Entry point of a ChildEnv process: build the envs, then serve commands.
 
     The main process owns the lifetime: a worker exits on ``CLOSE``, and on
@@ -113,9 +153,17 @@ def worker_main(index: int, config: WorkerConfig, buffers, wake, ready, conn) ->
     # notice it is gone), so they must not die half-way through a step.
     # SIGTERM keeps its default: it is how the main process ends a worker
     # that does not exit on CLOSE.
-    for name in ("SIGINT", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    ignore_worker_signals()
+    if handles is None:
+        raise SystemExit(MAIN_PROCESS_GONE)
+    try:
+        _run(index, config, handles.buffers, handles.wake, handles.ready, handles.conn)
+    except (BrokenPipeError, ConnectionResetError):
+        # Our end of a pipe the main process has closed: it died, or ended this worker's pool.
+        raise SystemExit(MAIN_PROCESS_GONE) from None
+
+
+def _run(index: int, config: WorkerConfig, buffers, wake, ready, conn) -> None:
     views = buffers.views()
     try:
         child = _build(config, views, index)
@@ -123,10 +171,32 @@ def worker_main(index: int, config: WorkerConfig, buffers, wake, ready, conn) ->
         conn.send(("error", str(error)))
         return
     conn.send(("ready", None))
+    _answer_position_requests(child, conn)
     try:
         _serve(child, views, index, wake, ready, conn, _main_process_watch(config.start_method))
     finally:
         child.close()
+
+
+def _answer_position_requests(child: ChildEnv, conn) -> None:
+    """Answer :data:`POSITION_SIGNAL` with ``child.position()`` (the task as its repr if it cannot be pickled)."""
+    if POSITION_SIGNAL is None:
+        return
+
+    def answer(signum, frame) -> None:
+        # Never raises: it runs inside whatever the worker was doing.
+        try:
+            operation, slot, task = child.position()
+        except Exception:
+            return
+        for position in ((operation, slot, task), (operation, slot, repr(task))):
+            try:
+                conn.send(("position", position))
+                return
+            except Exception:
+                continue
+
+    signal.signal(POSITION_SIGNAL, answer)
 
 
 class _StartUpError(Exception):

@@ -9,6 +9,7 @@ instead of hanging. Torch-free.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import time
 import weakref
@@ -20,7 +21,7 @@ import cloudpickle
 from ..errors import WorkerDiedError, WorkerError
 from .buffers import BufferSpec, TrajectoryBuffers
 from .child_env import assign_slots
-from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, make_child_env, worker_main
+from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, WorkerHandles, make_child_env, worker_main
 from .processes import (
     deferred_signals,
     describe_exit,
@@ -28,8 +29,10 @@ from .processes import (
     main_module_reference,
     start_resource_tracker,
     warn_if_oversubscribed,
+    worker_start_signals_blocked,
 )
 from .protocol import EnvPool
+from .timeouts import ask_positions, step_timeout_error
 
 # How often the main process, while waiting on workers, checks that none died.
 LIVENESS_CHECK_INTERVAL = 0.2
@@ -101,6 +104,9 @@ class _Workers:
         self.connections = connections
         self.wakes = wakes
         self.command = command
+        # Only the process that started the workers ends them (not a child of it after os.fork()).
+        self.owner_pid = os.getpid()
+        _live_workers.add(self)
         # Until every worker has said hello, some may still be importing or
         # building envs, deaf to CLOSE: those are terminated at once.
         self.started = False
@@ -116,6 +122,8 @@ class _Workers:
         is already on its way: otherwise the program is already stopping, or
         raising is impossible (a finalizer).
         """
+        if os.getpid() != self.owner_pid:
+            return  # a forked child's copy (its close(), a garbage collection, its exit): the parent's workers
         may_raise = interruptible and sys.exc_info()[1] is None
         with deferred_signals() as received:
             self._end_processes()
@@ -157,6 +165,23 @@ class _Workers:
         self.wakes.clear()
 
 
+_live_workers: "weakref.WeakSet[_Workers]" = weakref.WeakSet()
+
+
+def _forget_workers_after_fork() -> None:
+    """In a child of os.fork(): the workers are the parent's, but multiprocessing's exit handler
+    would take them for the child's own (its registry of children is copied), terminate them
+    (they are daemonic) and fail to join them. Forgetting them there leaves them to the parent."""
+    children = getattr(mp.process, "_children", None)
+    if children is not None:
+        for workers in list(_live_workers):
+            children.difference_update(workers.processes)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers_after_fork)
+
+
 class ChildEnvPool(EnvPool):
     """``num_workers`` ChildEnv processes, each stepping a contiguous slot range.
 
@@ -168,6 +193,10 @@ class ChildEnvPool(EnvPool):
     :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``.
     :param batch_threads: each worker steps its envs through the MuJoCo fast
         path on this many threads; ``None``: one env at a time.
+    :param step_timeout: seconds the pool waits without any worker finishing
+        its command (a step, a reset) before it gives up on those still busy:
+        each is asked where it is, then killed, the other workers are ended
+        and the call raises :class:`StepTimeoutError`. ``None``: wait forever.
     """
 
     #: What the workers build and share: the sampler's ChildEnv over trajectory buffers, unless a
@@ -176,9 +205,15 @@ class ChildEnvPool(EnvPool):
     buffers_type: Any = TrajectoryBuffers
 
     def __init__(self, env_fn_bytes: bytes, num_workers: int, num_slots: int, spec: BufferSpec, start_method: str,
-                 batch_threads: Optional[int] = None):
+                 batch_threads: Optional[int] = None, step_timeout: Optional[float] = None):
         warn_if_oversubscribed(num_workers)
         self._init_state()
+        self.step_timeout = step_timeout
+        # How long one wait on the workers' reports lasts before the liveness check (and the timeout's).
+        self._check_interval = LIVENESS_CHECK_INTERVAL if step_timeout is None else min(LIVENESS_CHECK_INTERVAL,
+                                                                                         step_timeout)
+        self._tasks: Sequence[Any] = ()
+        self._first_slot = 0
         ctx = mp.get_context(start_method)
         self.start_method = start_method
         self.num_workers = num_workers
@@ -203,14 +238,14 @@ class ChildEnvPool(EnvPool):
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(
                     target=worker_main,
-                    args=(w, config, self.buffers, wakes[w], self._ready, child_end),
+                    args=(w, config, WorkerHandles(self.buffers, wakes[w], self._ready, child_end)),
                     name=f"ChildEnv-{w}",
                     daemon=True,
                 )
                 processes.append(process)
                 connections.append(parent_end)
                 try:
-                    with main_module_hidden(start_method != "fork"):
+                    with main_module_hidden(start_method != "fork"), worker_start_signals_blocked(start_method):
                         process.start()
                 finally:
                     child_end.close()
@@ -233,6 +268,7 @@ class ChildEnvPool(EnvPool):
         return [p.pid for p in self._workers.processes]
 
     def _reset_task(self, tasks: Sequence[Any], first_slot: int) -> None:
+        self._tasks, self._first_slot = tasks, first_slot  # for a timeout's message
         self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop]), first_slot) for r in self.ranges])
 
     def _reset(self, seeds: Sequence[int]) -> None:
@@ -247,18 +283,18 @@ class ChildEnvPool(EnvPool):
 
     def _wait(self, workers: Sequence[int]) -> None:
         for _ in range(len(workers)):
-            self._acquire_ready()
+            self._acquire_ready(workers)
         self._collect(workers)
 
     def _wait_any(self) -> List[int]:
-        self._acquire_ready()
+        self._acquire_ready(self._pending)
         ready = [w for w in range(self.num_workers) if self.views.ready[w]]
         # A worker sets its flag, then releases the semaphore once: take exactly
         # one count per flag taken (the first is ours already). Draining the
         # semaphore instead raced with a worker between the two, leaving a
         # stale count that later woke the main process for a command not done.
         for _ in range(len(ready) - 1):
-            self._acquire_ready()
+            self._acquire_ready(ready)
         self._collect(ready)
         return ready
 
@@ -281,9 +317,20 @@ class ChildEnvPool(EnvPool):
             self._workers.connections[w].send_bytes(cloudpickle.dumps(payloads[w]))
         self._wait(workers)
 
-    def _acquire_ready(self) -> None:
-        while not self._ready.acquire(timeout=LIVENESS_CHECK_INTERVAL):
+    def _acquire_ready(self, waiting_for: Sequence[int]) -> None:
+        """Take one worker's report off the ``ready`` semaphore, checking between waits that no
+        worker died, and past ``step_timeout`` seconds without a report timing out the workers of
+        ``waiting_for`` still busy. A report that comes in time costs one wait, as without a timeout."""
+        if self._ready.acquire(timeout=self._check_interval):
+            return
+        # The first wait took at least the interval: the time counted from here is never more than waited.
+        started = time.monotonic() - self._check_interval
+        while True:
             self._check_alive()
+            if self.step_timeout is not None and time.monotonic() - started >= self.step_timeout:
+                self._time_out(waiting_for)
+            if self._ready.acquire(timeout=self._check_interval):
+                return
 
     def _collect(self, workers) -> None:
         views = self.views
@@ -299,6 +346,22 @@ class ChildEnvPool(EnvPool):
         for w, (pid, exitcode) in enumerate(exits):
             if exitcode is not None:
                 self._fail(WorkerDiedError(f"ChildEnv worker {w} (pid {pid}) {describe_exit(exitcode)} during sampling"))
+
+    def _time_out(self, waiting_for: Sequence[int]) -> None:
+        """Ask every worker of ``waiting_for`` still busy where it is, kill it, end the
+        others and raise :class:`StepTimeoutError` naming it (the first, and any other)."""
+        busy = sorted(w for w in waiting_for if not self.views.ready[w])
+        pids = [self._workers.processes[w].pid for w in busy]
+        positions = ask_positions(dict(zip(busy, pids)), self._workers.connections)
+        for w in busy:
+            self._kill(w)
+        self._fail(step_timeout_error(busy, pids, positions, self.step_timeout, [self.ranges[w] for w in busy],
+                                      [int(self.views.command[w]) for w in busy], self._tasks, self._first_slot))
+
+    def _kill(self, w: int) -> None:
+        process = self._workers.processes[w]
+        process.kill()
+        process.join(CLOSE_TIMEOUT)
 
     def _fail(self, error: Exception) -> None:
         self.close()

@@ -28,6 +28,9 @@ from typing import Any, Dict, List, Optional
 WORKERS_PER_CPU_WARNING = 2
 # Signals held back while the workers are shut down (see deferred_signals).
 _DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+# Signals a worker ignores (Ctrl-C and a closed terminal reach the whole process group; the main
+# process ends the workers), and which it is born with blocked (see worker_start_signals_blocked).
+WORKER_IGNORED_SIGNALS = frozenset(getattr(signal, name) for name in ("SIGINT", "SIGHUP") if hasattr(signal, name))
 
 
 def warn_if_oversubscribed(num_workers: int) -> None:
@@ -116,6 +119,36 @@ def start_resource_tracker() -> None:
         tracker.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def worker_start_signals_blocked(start_method: str):
+    """Create a worker process with :data:`WORKER_IGNORED_SIGNALS` blocked in this thread, so that
+    it is born with them blocked until ``entry.worker_main`` ignores them: a Ctrl-C while it
+    started (importing, unpickling its arguments) printed a KeyboardInterrupt traceback from it.
+    A signal for this process meanwhile waits, and is handled as soon as the worker exists.
+
+    Under fork and spawn the new process inherits this thread's mask. Not under forkserver:
+    its children inherit the server's mask, and the server, shared with every forkserver
+    process of the program, must not be started with signals blocked.
+    """
+    if start_method == "forkserver" or not hasattr(signal, "pthread_sigmask") or not WORKER_IGNORED_SIGNALS:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_IGNORED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def ignore_worker_signals() -> None:
+    """In a worker: ignore :data:`WORKER_IGNORED_SIGNALS`, then unblock them (any that came while
+    they were blocked is dropped)."""
+    for signum in WORKER_IGNORED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_IGNORED_SIGNALS)
 
 
 @contextlib.contextmanager

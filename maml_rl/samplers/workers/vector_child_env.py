@@ -159,6 +159,7 @@ class VectorChildEnv:
         self.actions = buffers.actions
         self.current_env: Optional[int] = None
         self.current_operation = "start-up"
+        self.tasks: List[Any] = []
         self.envs: List[Any] = []
         for i in self.range:
             self.current_env = i
@@ -170,6 +171,7 @@ class VectorChildEnv:
     def reset_task(self, first_slot: int, tasks: Sequence[Any], slot_offset: int = 0) -> None:
         """Set env ``first_slot + i`` to ``tasks[i]`` (``env.unwrapped.reset_task``)."""
         self.current_operation = "reset_task"
+        self.tasks = list(tasks)
         for i, (env, task) in enumerate(zip(self.envs, tasks)):
             self.current_env = first_slot + i
             env.unwrapped.reset_task(task)
@@ -259,6 +261,12 @@ class VectorChildEnv:
             self.current_env = self.range.start + i
             env.set_wrapper_attr(name, value)
         self.current_env = None
+
+    def position(self) -> Tuple[str, Optional[int], Any]:
+        """Where the worker is (a step past ``step_timeout``): the operation, the env index and its task."""
+        i = None if self.current_env is None else self.current_env - self.range.start
+        task = self.tasks[i] if i is not None and 0 <= i < len(self.tasks) else None
+        return self.current_operation, self.current_env, task
 
     def describe_failure(self) -> str:
         """Where the last exception happened: operation and env index."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import pickle
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import cloudpickle
 
@@ -26,17 +26,21 @@ class VectorEnvPool(ChildEnvPool):
     :param env_fns: one factory per env (pickled with cloudpickle, as a whole, for every worker).
     :param spec: the :class:`VectorSpec`.
     :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``.
+    :param step_timeout: as ``ChildEnvPool``'s (``None``: wait forever).
     """
 
     stepper = VectorChildEnv
     buffers_type = VectorBuffers
 
-    def __init__(self, env_fns: Sequence[Any], spec: VectorSpec, start_method: str):
-        super().__init__(cloudpickle.dumps(list(env_fns)), spec.num_workers, spec.num_envs, spec, start_method)
+    def __init__(self, env_fns: Sequence[Any], spec: VectorSpec, start_method: str,
+                 step_timeout: Optional[float] = None):
+        super().__init__(cloudpickle.dumps(list(env_fns)), spec.num_workers, spec.num_envs, spec, start_method,
+                         step_timeout=step_timeout)
         self.spec = spec
         self.all_workers = list(range(spec.num_workers))
 
     def reset_tasks(self, tasks: Sequence[Any]) -> None:
+        self._tasks = tasks  # for a timeout's message
         with self._closed_if_interrupted():
             self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop]), 0) for r in self.ranges])
 

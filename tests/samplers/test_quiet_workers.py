@@ -1,0 +1,115 @@
+"""Worker processes stay quiet when the main process dies or gives up on them.
+
+A worker that finds its main process gone exits without a traceback (nobody is left to read it),
+with ``entry.MAIN_PROCESS_GONE``: when the main process was killed while the worker built its envs
+(its hello met a closed pipe: ``BrokenPipeError``), when the semaphores it is started with were
+already released (``FileNotFoundError`` in ``SemLock._rebuild``), and when the main process is
+killed mid-rollout. A Ctrl-C while the workers start reaches them blocked (fork, spawn) and is ignored.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from helpers import ROOT, TESTS
+from helpers.process_utils import SAMPLING_SCRIPT, wait_until_gone
+
+pytestmark = pytest.mark.processes
+
+START_UP_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from functools import partial
+from maml_rl.policies import NormalMLPPolicy
+from maml_rl.samplers import MultiTaskSampler
+from helpers.bad_envs import make_slow_start_env
+
+if __name__ == "__main__":
+    sampler = MultiTaskSampler(None, None, 2, NormalMLPPolicy(2, 1), None, num_workers=2,
+                               env_fn=partial(make_slow_start_env, {folder!r}), start_method={start_method!r})
+    sampler.rollout([{{}}, {{}}])
+"""
+
+
+def run_and_kill(args, ready, timeout=60.0):
+    """Start ``args``, SIGKILL it once ``ready()`` returns worker pids, and return those pids and all the
+    stderr of the script and its workers (read until every one of them has closed it: they have exited)."""
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + timeout
+        while not (pids := ready(process)):
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "the workers did not start in time"
+            time.sleep(0.05)
+        process.kill()
+        _, stderr = process.communicate(timeout=timeout)
+    finally:
+        process.kill()
+    return pids, stderr
+
+
+@pytest.mark.parametrize("start_method", [pytest.param("fork", marks=pytest.mark.slow), "forkserver",
+                                          pytest.param("spawn", marks=pytest.mark.slow)])
+def test_workers_of_a_main_process_killed_while_they_start_exit_quietly(tmp_path, start_method):
+    folder = tmp_path / "workers"
+    folder.mkdir()
+    script = tmp_path / "start.py"
+    script.write_text(START_UP_SCRIPT.format(tests=str(TESTS), folder=str(folder), start_method=start_method))
+    pids, stderr = run_and_kill([sys.executable, str(script)],
+                                lambda _: [int(name) for name in os.listdir(folder)] if len(os.listdir(folder)) == 2
+                                else None)
+    # Each worker wakes 2 s later to a dead main process; the stderr pipe closed once all had exited.
+    assert wait_until_gone(pids) == []
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_workers_of_a_main_process_killed_mid_rollout_exit_quietly(tmp_path, start_method):
+    script = tmp_path / "sample_forever.py"
+    script.write_text(SAMPLING_SCRIPT.format(tests=str(TESTS), start_method=start_method))
+    started = {}
+
+    def ready(process):
+        if "pids" not in started:
+            started["pids"] = [int(pid) for pid in process.stdout.readline().split()]
+            started["at"] = time.monotonic()
+        return started["pids"] if time.monotonic() - started["at"] > 0.3 else None  # mid-rollout
+
+    pids, stderr = run_and_kill([sys.executable, str(script)], ready)
+    assert len(pids) == 2
+    assert wait_until_gone(pids, timeout=10) == []
+    assert "Traceback" not in stderr, stderr
+
+
+def test_a_worker_whose_semaphores_are_released_before_it_starts_exits_quietly():
+    """What multiprocessing's bootstrap does under spawn and forkserver, in this process: the handles
+    are pickled while a process is being started, and rebuilt after the main process let their names go."""
+    import multiprocessing as mp
+    from multiprocessing import context
+
+    from maml_rl.samplers.workers import entry
+
+    ctx = mp.get_context("spawn")
+    wake, ready = ctx.Semaphore(0), ctx.Semaphore(0)
+    context.set_spawning_popen(SimpleNamespace())  # as Process.start() does around the pickling
+    try:
+        rebuild, arguments = entry.WorkerHandles(None, wake, ready, None).__reduce__()
+    finally:
+        context.set_spawning_popen(None)
+    assert isinstance(rebuild(*arguments), entry.WorkerHandles)  # the names exist: rebuilt
+    del wake, ready  # their names are released (SemLock's finalizer unlinks them)
+    assert rebuild(*arguments) is None
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            entry.worker_main(0, None, None)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert exit_info.value.code == entry.MAIN_PROCESS_GONE != 0

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> Path:
                                   resume=args.resume, overwrite=args.overwrite, device=args.device,
                                   num_workers=args.num_workers, ray_address=args.ray_address,
                                   cpus_per_seed=args.ray_cpus_per_actor, chunk=args.seed_chunk,
-                                  default_config=DEFAULT_CONFIG)
+                                  default_config=DEFAULT_CONFIG, step_timeout=args.sampler_options["step_timeout"])
     parent = Path(args.output_folder)
     for number, seed in enumerate(args.seeds, start=1):
         print(f"seed {seed} ({number} of {len(args.seeds)}): {parent / f'seed-{seed}'}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """How train.py and test.py run: errors, Ctrl-C, SIGTERM and SIGHUP end them cleanly.
 
 A ``ConfigError`` prints ``error: ...`` and exits 2; a file that could not be
-written (a full disk) prints what happened and how to continue, and exits 1. Ctrl-C, SIGTERM (kill, a
+written (a full disk) or an env step that outlived ``--step-timeout`` prints what happened and how to
+continue, and exits 1. Ctrl-C, SIGTERM (kill, a
 job scheduler) and SIGHUP (the terminal closed) unwind the script like an
 exception, so that every ``with`` block (the sampler's workers and shared
 memory included) cleans up, then exit with the conventional status 128 + the
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 from maml_rl.config.loading import ConfigError
 from maml_rl.app.runs.files import RunWriteError
+from maml_rl.samplers.errors import StepTimeoutError
 from maml_rl.legacy.warn import LegacyAPIWarning
 
 __all__ = ["SignalExit", "run_script"]
@@ -77,7 +79,8 @@ def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    except RunWriteError as error:
+    except (RunWriteError, StepTimeoutError) as error:
+        # The run itself is intact (the last finished iteration's checkpoint): say so and how to go on.
         _stopping(f"error: {error}", on_stop)
         sys.exit(1)
     except KeyboardInterrupt:

@@ -48,7 +48,8 @@ def _write_folder(folder: Path, files: Mapping[str, bytes]) -> None:
 
 
 def _train_chunk(files: Mapping[str, bytes], config_text: str | None, seed: int, overrides: Sequence[tuple],
-                 target: int, device: str, num_workers: int | None) -> dict[str, bytes]:
+                 target: int, device: str, num_workers: int | None,
+                 step_timeout: float | None = DEFAULT_STEP_TIMEOUT) -> dict[str, bytes]:
     """The remote side: continue one run up to ``target`` iterations, from and into files."""
     from maml_rl.app.training import train_run
 
@@ -61,7 +62,7 @@ def _train_chunk(files: Mapping[str, bytes], config_text: str | None, seed: int,
             config = Path(tmp) / "config.yaml"
             config.write_text(config_text)
         train_run(folder, config, [*overrides, ("num-batches", target)], seed=seed, resume=bool(files),
-                  device=device, sampler_options={"num_workers": num_workers, "step_timeout": DEFAULT_STEP_TIMEOUT})
+                  device=device, sampler_options={"num_workers": num_workers, "step_timeout": step_timeout})
         return _read_folder(folder)
 
 
@@ -74,11 +75,13 @@ def _iterations(folder: Path) -> int:
 def train_seeds_on_ray(output: str | Path, config_path: str | Path | None, seeds: Sequence[int],
                        overrides: Sequence[tuple] = (), *, resume: bool = False, overwrite: bool = False,
                        device: str = "cpu", num_workers: int | None = None, ray_address: str | None = None,
-                       cpus_per_seed: int | None = None, chunk: int = 10, default_config: str | Path) -> Path:
+                       cpus_per_seed: int | None = None, chunk: int = 10, default_config: str | Path,
+                       step_timeout: float | None = DEFAULT_STEP_TIMEOUT) -> Path:
     """Train ``seeds`` side by side on a Ray cluster into ``<output>/seed-<n>`` (see the module's docstring).
 
     :param cpus_per_seed: CPUs Ray reserves for each seed's task (default 1; its sampler uses them).
     :param chunk: iterations per task; a task's files come back at its end.
+    :param step_timeout: the samplers' ``step_timeout`` (seconds; ``None`` waits forever).
     :raises ConfigError: the config or a seed's folder is refused (checked for every seed before any work).
     """
     from maml_rl.samplers.backends.ray import import_ray
@@ -95,11 +98,12 @@ def train_seeds_on_ray(output: str | Path, config_path: str | Path | None, seeds
                 lock.acquire()
         return _train_seeds(ray, output, config_path, seeds, overrides, locks, resume=resume, overwrite=overwrite,
                             device=device, num_workers=num_workers, ray_address=ray_address,
-                            cpus_per_seed=cpus_per_seed, chunk=chunk, default_config=default_config)
+                            cpus_per_seed=cpus_per_seed, chunk=chunk, default_config=default_config,
+                            step_timeout=step_timeout)
 
 
 def _train_seeds(ray, output: Path, config_path, seeds, overrides, locks, *, resume, overwrite, device, num_workers,
-                 ray_address, cpus_per_seed, chunk, default_config) -> Path:
+                 ray_address, cpus_per_seed, chunk, default_config, step_timeout) -> Path:
     """:func:`train_seeds_on_ray` once the seeds' existing folders are locked."""
     # Every seed's folder and the config are checked here first, as train.py checks one run.
     start: dict[int, dict[str, bytes]] = {}
@@ -129,7 +133,7 @@ def _train_seeds(ray, output: Path, config_path, seeds, overrides, locks, *, res
     def submit(seed: int, files: Mapping[str, bytes]):
         # The files are those of the folder on disk, which holds their checkpoint.
         target = min(_iterations(output / f"seed-{seed}") + chunk, totals[seed])
-        return task.remote(dict(files), config_text, seed, list(overrides), target, device, num_workers)
+        return task.remote(dict(files), config_text, seed, list(overrides), target, device, num_workers, step_timeout)
 
     pending = {}
     for seed in seeds:

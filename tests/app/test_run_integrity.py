@@ -299,6 +299,27 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path, text, line):
         load_config(path)
 
 
+def test_a_step_timeout_ends_a_script_with_the_resume_command(capsys):
+    """train.py's run is intact when a worker's step outlives --step-timeout: it says so, not a traceback."""
+    from maml_rl.app.command_line import run_script
+    from maml_rl.samplers.errors import StepTimeoutError
+
+    def main():
+        raise StepTimeoutError("worker 1 (pid 42) did not finish its step within step_timeout=600 s", worker=1)
+
+    # run_script ignores further signals once the run is over: this process's own are restored after.
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(SystemExit) as exit:
+            run_script(main, on_stop=": continue with --resume:\n  python train.py --resume")
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert exit.value.code == 1
+    assert capsys.readouterr().err == ("error: worker 1 (pid 42) did not finish its step within step_timeout=600 s: "
+                                       "continue with --resume:\n  python train.py --resume\n")
+
+
 # ------------------------------------------------------------------------------------------- SIGINT
 @pytest.mark.slow
 def test_sigint_stops_a_run_started_with_sigint_ignored(tmp_path, small_config):

@@ -26,6 +26,7 @@ this file or another test file.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from types import MappingProxyType
 
@@ -59,6 +60,12 @@ RL2_CHANGES = MappingProxyType({"algorithm": "rl2-ppo", "episodes-per-trial": 3,
 def pytest_configure(config):
     for name, meaning in MARKERS:
         config.addinivalue_line("markers", f"{name}: {meaning}")
+    # A shell starts a background job (`pytest ... &` in a script, as a CI runner may) with SIGINT ignored, and
+    # every process the tests start would inherit that: the tests that send Ctrl-C to a script would then fail
+    # by how pytest was launched. A Python handler is not inherited across exec, so the scripts start with
+    # SIGINT's default, as from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class SmallConfig:

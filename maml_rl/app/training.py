@@ -66,18 +66,23 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
             print(f"{output}: no run to resume yet, starting one", file=sys.stderr)
         device = resolve_device(device)
         env = build_env(config, overridden_env_kwargs(overrides))
-        # A damaged checkpoint, or one of another configuration, is refused before config.json is rewritten:
-        # a refusal changes no file.
-        saved_state = read_checkpoint(output / CHECKPOINT_FILE) if has_checkpoint else None
-        if saved_state is not None:
-            check_checkpoint_config(saved_state, config, output / CHECKPOINT_FILE)
-        check_run_fits(config, env, source=str(config_path or output / CONFIG_FILE))
-        if not lock.held:
-            output.mkdir(parents=True, exist_ok=True)
-            lock.acquire()
-            if any((output / name).exists() for name in (CONFIG_FILE, CHECKPOINT_FILE, METRICS_FILE)):
-                raise RunFolderBusy(f"{output}: another run started writing this folder while this one was "
-                                    "being checked; choose another --output-folder")
+        try:
+            # A damaged checkpoint, or one of another configuration, is refused before config.json is rewritten:
+            # a refusal changes no file.
+            saved_state = read_checkpoint(output / CHECKPOINT_FILE) if has_checkpoint else None
+            if saved_state is not None:
+                check_checkpoint_config(saved_state, config, output / CHECKPOINT_FILE)
+            given = config_path if config_path is not None else output / CONFIG_FILE if resume else default_config
+            check_run_fits(config, env, source=str(given))
+            if not lock.held:
+                output.mkdir(parents=True, exist_ok=True)
+                lock.acquire()
+                if any((output / name).exists() for name in (CONFIG_FILE, CHECKPOINT_FILE, METRICS_FILE)):
+                    raise RunFolderBusy(f"{output}: another run started writing this folder while this one was "
+                                        "being checked; choose another --output-folder")
+        except BaseException:
+            env.close()
+            raise
 
         prepare_output_folder(output, fresh=not has_checkpoint)
         atomic_write_json(config, output / CONFIG_FILE)

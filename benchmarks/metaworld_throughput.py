@@ -53,7 +53,7 @@ from maml_rl.envs import make_env
 from maml_rl.envs.metaworld import benchmark_tasks
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 OBS, ACT, HIDDEN = 39, 4, (100, 100)
 SCENARIOS = {"reach": "reach-v3", "push": "push-v3", "pick-place": "pick-place-v3", "ml10": None}

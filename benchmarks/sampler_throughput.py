@@ -85,7 +85,7 @@ from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.envs import make_env
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 # --env: (this package's id, envpool's id, observation size, action size)
 ENVS = {

@@ -263,7 +263,7 @@ def test_the_folder_rule_would_catch_an_upward_import():
         return other_rank > rank or {own, other} in [set(pair) for pair in PACKAGE_SIBLINGS]
 
     assert upward("maml_rl.data.episodes", "maml_rl.samplers.sampler")
-    assert upward("maml_rl.samplers.sampler", "maml_rl.metalearners.losses")
+    assert upward("maml_rl.samplers.sampler", "maml_rl.metalearners.gradient.losses")
     assert upward("maml_rl.config.hyperparameters", "maml_rl.config.loading")
     assert upward("maml_rl.metalearners.base", "maml_rl.app.runs.files")
     assert not upward("maml_rl.app.training", "maml_rl.samplers.sampler")

@@ -38,7 +38,7 @@ from maml_rl.config.loading import build_env, load_config  # noqa: E402
 from maml_rl.data.baseline import LinearFeatureBaseline, fit_advantages  # noqa: E402
 from maml_rl.data.episodes import BatchEpisodes  # noqa: E402
 from maml_rl.metalearners import make_policy  # noqa: E402
-from maml_rl.metalearners.adaptation import InnerLoop  # noqa: E402
+from maml_rl.metalearners.gradient.adaptation import InnerLoop  # noqa: E402
 from maml_rl.policies.policy import expand_params, meta_parameters  # noqa: E402
 from maml_rl.policies.recurrent import rl2_inputs  # noqa: E402
 from maml_rl.samplers.rollout.noise import actions_from_noise  # noqa: E402

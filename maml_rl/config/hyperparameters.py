@@ -7,7 +7,7 @@ else is derived from the declarations below:
   reference of ``docs/training.md`` from them);
 * :data:`DEFAULTS` holds every default by attribute name (``fast-lr`` ->
   ``DEFAULTS.fast_lr``): the Python API (:class:`~maml_rl.metalearners.MAMLTRPO`,
-  :class:`~maml_rl.metalearners.adaptation.InnerLoop`, the sampler) takes its defaults
+  :class:`~maml_rl.metalearners.gradient.adaptation.InnerLoop`, the sampler) takes its defaults
   from it, so a key left out means the same in a config file and in a call;
 * a meta-learner's ``from_config`` passes each key with an ``argument`` to
   that keyword of its constructor.

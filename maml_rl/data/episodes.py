@@ -29,7 +29,7 @@ class BatchEpisodes:
         the meta-learner builds its importance ratios and KL from them, and
         checks them against its own adaptation. ``None`` for episodes from
         elsewhere, which are then taken to be on-policy.
-    :param inner_loop: the :class:`~maml_rl.metalearners.adaptation.InnerLoop` that produced
+    :param inner_loop: the :class:`~maml_rl.metalearners.gradient.adaptation.InnerLoop` that produced
         ``behaviour_params`` (for error messages), if any.
     :param infos: per-step values of chosen keys of the env's ``info``, each
         ``[T, B]`` (zero past an episode's end), e.g. ``{"success": ...}``.

@@ -31,8 +31,8 @@ MOVED_MODULES: dict[str, tuple[str, bool]] = {
     "maml_rl.episodes": ("maml_rl.data.episodes", True),
     "maml_rl.trials": ("maml_rl.data.trials", True),
     "maml_rl.hyperparameters": ("maml_rl.config.hyperparameters", True),
-    "maml_rl.adaptation": ("maml_rl.metalearners.adaptation", True),
-    "maml_rl.losses": ("maml_rl.metalearners.losses", True),
+    "maml_rl.adaptation": ("maml_rl.metalearners.gradient.adaptation", True),
+    "maml_rl.losses": ("maml_rl.metalearners.gradient.losses", True),
     "maml_rl.training": ("maml_rl.app.training", True),
     "maml_rl.evaluation": ("maml_rl.app.evaluation", True),
     "maml_rl.command_line": ("maml_rl.app.command_line", True),
@@ -43,6 +43,15 @@ MOVED_MODULES: dict[str, tuple[str, bool]] = {
     "maml_rl.results": ("maml_rl.app.results", True),
     "maml_rl.startup": ("maml_rl.app.startup", True),
     "maml_rl.runs": ("maml_rl.app.runs", True),
+    # One folder per algorithm family (0.2).
+    "maml_rl.metalearners.adaptation": ("maml_rl.metalearners.gradient.adaptation", True),
+    "maml_rl.metalearners.losses": ("maml_rl.metalearners.gradient.losses", True),
+    "maml_rl.metalearners.meta_graph": ("maml_rl.metalearners.gradient.meta_graph", True),
+    "maml_rl.metalearners.sampling": ("maml_rl.metalearners.gradient.sampling_loop", True),
+    "maml_rl.metalearners.maml_trpo": ("maml_rl.metalearners.gradient.maml_trpo", True),
+    "maml_rl.metalearners.promp": ("maml_rl.metalearners.gradient.promp", True),
+    "maml_rl.metalearners.rl2_ppo": ("maml_rl.metalearners.rl2.learner", True),
+    "maml_rl.metalearners.pearl.state": ("maml_rl.metalearners.pearl.task_encoding", True),
 }
 
 

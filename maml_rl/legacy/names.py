@@ -36,7 +36,7 @@ def get_returns(episodes: Sequence[Any]) -> np.ndarray:
 
 def reinforce_loss(policy: Any, episodes: Any, params: Any = None):
     """The reference's REINFORCE loss: each episode's mean over its steps, then the mean over episodes."""
-    from maml_rl.metalearners.losses import reinforce_loss as new
+    from maml_rl.metalearners.gradient.losses import reinforce_loss as new
 
     return new(policy, episodes, params=params, averaging="episode")
 
@@ -60,7 +60,7 @@ MOVED: dict[str, dict[str, tuple[Callable[[], Any], str]]] = {
                         "use torch.stack([batch.total_rewards for batch in episodes]) "
                         "(maml_rl.data.episodes.BatchEpisodes.total_rewards)"),
         "reinforce_loss": (lambda: reinforce_loss,
-                           "use maml_rl.metalearners.losses.reinforce_loss(policy, episodes, params, averaging='episode') "
+                           "use maml_rl.metalearners.gradient.losses.reinforce_loss(policy, episodes, params, averaging='episode') "
                            "('episode' is the reference's averaging)"),
     },
     "maml_rl.episode": {

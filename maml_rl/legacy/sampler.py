@@ -64,7 +64,7 @@ class LegacySamplerMethods:
 
     def _sample_adapt_sample(self, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
         # The one call from the old API into the algorithm layer, made when it is used.
-        from maml_rl.metalearners.sampling import sample_adapt_sample
+        from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
         return sample_adapt_sample(self, tasks, *args, **kwargs)
 

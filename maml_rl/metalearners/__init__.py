@@ -7,12 +7,9 @@ from typing import Any, Mapping
 import torch
 
 from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError
-from maml_rl.metalearners.gradient import AdaptationBatch, GradientMetaLearner
-from maml_rl.metalearners.maml_trpo import MAMLTRPO
+from maml_rl.metalearners.gradient import MAMLTRPO, AdaptationBatch, GradientMetaLearner, ProMP, sample_adapt_sample
 from maml_rl.metalearners.pearl import PEARL
-from maml_rl.metalearners.promp import ProMP
-from maml_rl.metalearners.rl2_ppo import RL2PPO
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.rl2 import RL2PPO
 from maml_rl.policies.policy import Policy
 
 __all__ = ["METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "PEARL", "ProMP",

@@ -7,7 +7,7 @@ import torch
 
 from maml_rl.data.replay import MultiTaskReplay, ReplayMemoryError, TaskReplay
 from maml_rl.data.transitions import Transitions
-from maml_rl.metalearners.pearl.state import decode_task, encode_task
+from maml_rl.metalearners.pearl.task_encoding import decode_task, encode_task
 
 
 def transitions(n: int, start: float = 0.0) -> Transitions:

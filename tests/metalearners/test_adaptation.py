@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.config.loading import CONFIG_KEYS, ConfigError, validate_config
 from maml_rl.envs import make_env
@@ -19,7 +19,7 @@ from maml_rl.config.hyperparameters import DEFAULTS, Hyperparameters
 from maml_rl.metalearners import MAMLTRPO, METALEARNERS, MetaLearner, StaleEpisodesError, make_metalearner
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 from helpers.sampler_envs import ProbeEnv
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.distributions import kl_divergence
 
-from maml_rl.metalearners.losses import reinforce_loss
+from maml_rl.metalearners.gradient.losses import reinforce_loss
 from maml_rl.metalearners import MAMLTRPO
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors, unflatten_like

@@ -13,15 +13,15 @@ import torch
 from torch.func import functional_call
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.metalearners.adaptation import InnerLoop, inner_step
+from maml_rl.metalearners.gradient.adaptation import InnerLoop, inner_step
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.data.episodes import TaskBatch
-from maml_rl.metalearners.losses import clipped_surrogate_loss, inner_losses
+from maml_rl.metalearners.gradient.losses import clipped_surrogate_loss, inner_losses
 from maml_rl.metalearners import ProMP, StaleEpisodesError
-from maml_rl.metalearners.promp import adapt_kl_coefficient
+from maml_rl.metalearners.gradient.promp import adapt_kl_coefficient
 from maml_rl.policies import CategoricalMLPPolicy, GRUPolicy, NormalMLPPolicy, expand_params
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.episodes import random_episodes
 from helpers.runs import read_metrics

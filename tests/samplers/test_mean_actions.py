@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch.distributions import Beta, Categorical, Distribution, Independent, Normal
 
-from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.samplers.rollout.noise import actions_from_noise
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.differential import SHAPES, assert_equal_to, grouped_by_sampler
 from helpers.differential_envs import factory

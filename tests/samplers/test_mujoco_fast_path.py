@@ -27,7 +27,7 @@ if mujoco_batch is None and not os.environ.get("MAML_RL_REQUIRE_FAST_PATH"):
     pytest.skip(f"the MuJoCo fast path needs mujoco.batch (MuJoCo >= 4.0); this environment has MuJoCo "
                 f"{mujoco.__version__} (the metaworld extra installs 3.3.0)", allow_module_level=True)
 from maml_rl.samplers import usable_cpus
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.differential import assert_equal_to, buffer_ranges, overlaps, storages
 from helpers.naive_sampler import ElementwisePolicy, reference_rollout

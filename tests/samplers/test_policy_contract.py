@@ -19,7 +19,7 @@ from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import EnvOutputError, MultiTaskSampler, PolicyOutputError, WorkerDiedError, WorkerError
 from maml_rl.samplers.rollout.noise import actions_from_noise
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.contract_envs import echo_factory
 from helpers.naive_sampler import PlainMLP

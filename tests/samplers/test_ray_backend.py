@@ -28,7 +28,7 @@ from ray.cluster_utils import Cluster
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, StepTimeoutError, WorkerDiedError, WorkerError
 from maml_rl.samplers.backends.ray import _placement, _split

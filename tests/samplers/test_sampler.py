@@ -16,7 +16,7 @@ from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.sampler_envs import ProbeEnv, make_probe_env
 

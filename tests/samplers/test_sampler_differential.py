@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.differential import SHAPES, assert_equal_to, buffer_ranges, grouped_by_sampler, overlaps, storages
 from helpers.differential_envs import factory

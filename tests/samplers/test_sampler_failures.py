@@ -13,7 +13,7 @@ import pytest
 
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.samplers import SamplerClosedError, WorkerDiedError, WorkerError
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers import ROOT, TESTS
 from helpers.process_utils import SAMPLING_SCRIPT, is_running, wait_or_explain, wait_until_gone

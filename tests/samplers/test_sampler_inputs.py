@@ -14,7 +14,7 @@ from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.policies import NormalMLPPolicy
 from maml_rl.samplers import EnvOutputError, InsufficientMemoryError, MultiTaskSampler, WorkerError
 from maml_rl.samplers.workers import memory
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.bad_envs import BadOutputEnv, NoTimeLimitEnv, make_bad_output_env
 

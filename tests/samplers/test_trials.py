@@ -12,7 +12,7 @@ from maml_rl.policies.recurrent import GRUPolicy, rl2_input_size, rl2_inputs
 from maml_rl.samplers import InsufficientMemoryError, MultiTaskSampler, PolicyOutputError
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
 from maml_rl.data.trials import stack_start
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers import ROOT
 from helpers.differential_envs import factory

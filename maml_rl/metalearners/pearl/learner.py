@@ -26,7 +26,7 @@ from ..base import Evaluation, EvaluationProtocol, MetaLearner, StepLogs
 from .encoder import Posterior, kl_to_standard_normal
 from .networks import Critics, PEARLPolicy
 from .sac import policy_loss, q_target, qf_loss, vf_loss
-from .state import decode_task, encode_task
+from .task_encoding import decode_task, encode_task
 
 __all__ = ["PEARL"]
 

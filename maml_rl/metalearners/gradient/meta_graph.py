@@ -21,9 +21,9 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch.distributions import Distribution
 
-from maml_rl.metalearners.adaptation import InnerLoop, inner_step
+from maml_rl.metalearners.gradient.adaptation import InnerLoop, inner_step
 from maml_rl.data.episodes import TaskBatch
-from maml_rl.metalearners.losses import batched_kl_hessian, batched_reinforce_hessian, mean_kl
+from maml_rl.metalearners.gradient.losses import batched_kl_hessian, batched_reinforce_hessian, mean_kl
 from maml_rl.policies.policy import Params, Policy, expand_params
 from maml_rl.utils.torch_utils import distribution_tensors, flatten_tensors, rebuild_distribution, unflatten_like
 

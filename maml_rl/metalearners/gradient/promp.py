@@ -1,7 +1,7 @@
 """ProMP: Proximal Meta-Policy Search (Rothfuss et al., ICLR 2019).
 
 The inner step is MAML's, on ProMP's low-variance curvature (LVC) objective
-``-E[pi / pi_behaviour * A]`` (:func:`~maml_rl.metalearners.losses.inner_losses`): the same
+``-E[pi / pi_behaviour * A]`` (:func:`~maml_rl.metalearners.gradient.losses.inner_losses`): the same
 step as REINFORCE's from the parameters that sampled the episodes, with
 better-behaved second derivatives. The meta-update is ``outer_steps`` Adam
 steps (the optimiser's moments kept across iterations, as ProMP's TensorFlow
@@ -29,12 +29,12 @@ from typing import Any, Mapping
 import torch
 from torch.distributions import Distribution
 
-from maml_rl.metalearners.adaptation import inner_step, meta_parameters
+from maml_rl.metalearners.gradient.adaptation import inner_step, meta_parameters
 from maml_rl.data.episodes import TaskBatch
 from maml_rl.config.hyperparameters import DEFAULTS, PROMP_KEYS
-from maml_rl.metalearners.losses import _flat_observations, clipped_surrogate_loss, mean_kl
+from maml_rl.metalearners.gradient.losses import _flat_observations, clipped_surrogate_loss, mean_kl
 from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params
-from maml_rl.metalearners.gradient import GradientMetaLearner, TrainEpisodes, ValidEpisodes
+from maml_rl.metalearners.gradient.learner import GradientMetaLearner, TrainEpisodes, ValidEpisodes
 from maml_rl.policies.policy import Params, Policy, expand_params
 from maml_rl.utils.torch_utils import detach_distribution
 

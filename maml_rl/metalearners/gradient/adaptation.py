@@ -20,13 +20,13 @@ import torch
 
 from maml_rl.data.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
 from maml_rl.config.hyperparameters import DEFAULTS
-from maml_rl.metalearners.losses import inner_losses
+from maml_rl.metalearners.gradient.losses import inner_losses
 from maml_rl.policies.policy import Params, expand_params, meta_parameters
 from maml_rl.utils.torch_utils import gradient_step
 
 __all__ = ["INNER_OBJECTIVES", "InnerLoop", "inner_step", "meta_parameters", "unstack_task_params"]
 
-#: The inner losses of :func:`~maml_rl.metalearners.losses.inner_losses`.
+#: The inner losses of :func:`~maml_rl.metalearners.gradient.losses.inner_losses`.
 INNER_OBJECTIVES = ("reinforce", "lvc")
 
 
@@ -40,7 +40,7 @@ class InnerLoop:
         task's steps: ``"step"`` or ``"episode"`` (:func:`~maml_rl.data.episodes.loss_weights`).
     :param objective: the inner loss, ``"reinforce"`` (MAML) or ``"lvc"`` (ProMP's
         low-variance curvature objective: the same step at the behaviour policy,
-        other second derivatives; :func:`~maml_rl.metalearners.losses.inner_losses`).
+        other second derivatives; :func:`~maml_rl.metalearners.gradient.losses.inner_losses`).
     """
 
     fast_lr: float = DEFAULTS.fast_lr
@@ -68,7 +68,7 @@ class InnerLoop:
             if given:
                 raise ValueError(f"give inner_loop or {', '.join(given)}, not both: inner_loop already sets them")
             if not isinstance(inner_loop, InnerLoop):
-                raise TypeError(f"inner_loop must be a maml_rl.metalearners.adaptation.InnerLoop, got {inner_loop!r}")
+                raise TypeError(f"inner_loop must be a maml_rl.metalearners.gradient.adaptation.InnerLoop, got {inner_loop!r}")
             return inner_loop
         return cls(
             fast_lr=DEFAULTS.fast_lr if fast_lr is None else fast_lr,
@@ -125,7 +125,7 @@ def inner_step(
     :param params: stacked ``[K, ...]`` parameters, differentiable.
     :param step_size: the inner learning rate.
     :param first_order: keep no graph through the gradient.
-    :param objective: ``"reinforce"`` or ``"lvc"`` (:func:`~maml_rl.metalearners.losses.inner_losses`).
+    :param objective: ``"reinforce"`` or ``"lvc"`` (:func:`~maml_rl.metalearners.gradient.losses.inner_losses`).
     :param old_log_probs: for ``"lvc"``, the ``[K, M]`` behaviour log-probabilities.
     :return: the ``[K, ...]`` parameters after the step.
     """

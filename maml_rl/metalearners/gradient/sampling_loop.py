@@ -12,7 +12,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import fit_advantages
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.config.hyperparameters import DEFAULTS
@@ -54,7 +54,7 @@ def sample_adapt_sample(
     """Roll out each task, adapt, and roll out again with the adapted parameters.
 
     What pytorch-maml-rl's ``sampler.sample`` did, with the sampler as the
-    first argument. The adaptation is :class:`~maml_rl.metalearners.adaptation.InnerLoop`'s:
+    first argument. The adaptation is :class:`~maml_rl.metalearners.gradient.adaptation.InnerLoop`'s:
     give ``num_steps``, ``fast_lr`` and ``averaging`` (defaults from
     :data:`~maml_rl.config.hyperparameters.DEFAULTS`) or ``inner_loop`` (e.g. a
     learner's own), not both.

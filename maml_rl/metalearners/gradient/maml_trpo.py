@@ -13,14 +13,14 @@ import torch
 from torch.distributions import Distribution
 from torch.nn.utils import vector_to_parameters
 
-from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.episodes import TaskBatch
 from maml_rl.config.hyperparameters import DEFAULTS, MAML_TRPO_KEYS
 from maml_rl.legacy import trpo as legacy_trpo
-from maml_rl.metalearners.losses import mean_kl, surrogate_loss
+from maml_rl.metalearners.gradient.losses import mean_kl, surrogate_loss
 from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params
-from maml_rl.metalearners.gradient import GradientMetaLearner, TrainEpisodes, ValidEpisodes
-from maml_rl.metalearners.meta_graph import CURVATURES, MetaGraph
+from maml_rl.metalearners.gradient.learner import GradientMetaLearner, TrainEpisodes, ValidEpisodes
+from maml_rl.metalearners.gradient.meta_graph import CURVATURES, MetaGraph
 from maml_rl.policies.policy import Params, Policy, expand_params
 from maml_rl.utils.optimization import conjugate_gradient
 from maml_rl.utils.torch_utils import detach_distribution, flatten_tensors

@@ -11,13 +11,13 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from maml_rl.metalearners.adaptation import InnerLoop
+from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.data.stats import episode_stats
 from maml_rl.config.hyperparameters import DEFAULTS
 from maml_rl.metalearners.base import Evaluation, MetaLearner, StepLogs
-from maml_rl.metalearners.sampling import sample_adapt_sample
+from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 __all__ = ["AdaptationBatch", "GradientMetaLearner", "TrainEpisodes", "ValidEpisodes"]
 
@@ -38,7 +38,7 @@ class GradientMetaLearner(MetaLearner):
     """A meta-learner that adapts per task with gradient steps (:attr:`inner_loop`), then updates the policy.
 
     :meth:`sample` rolls out each task, adapts, and rolls out again with the
-    adapted parameters (:func:`~maml_rl.metalearners.sampling.sample_adapt_sample`
+    adapted parameters (:func:`~maml_rl.metalearners.gradient.sampling_loop.sample_adapt_sample`
     on the sampler's ``rollout``); :meth:`step` takes ``(train_episodes, valid_episodes)``.
 
     :ivar inner_loop: the adaptation, the same function the sampling adapts with.

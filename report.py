@@ -31,7 +31,7 @@ from maml_rl.app.startup import quiet_interrupt
 
 with quiet_interrupt("report.py"):
     from maml_rl.app.command_line import run_script
-    from maml_rl.config.loading import ConfigError
+    from maml_rl.app.config_files import ConfigError
     from maml_rl.app.plotting import plot_iqm_curves
     from maml_rl.app.report_runs import distinct_runs, find_run_folders
     from maml_rl.app.runs.lock import writer_of

@@ -48,7 +48,7 @@ with quiet_interrupt("test.py"):
     from tqdm import tqdm
 
     from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
-    from maml_rl.config.loading import ConfigError, build_env, load_config
+    from maml_rl.app.config_files import ConfigError, build_env, load_config
     from maml_rl.app.plotting import plot_returns
     from maml_rl.app.evaluation import (
         check_architecture,
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     env = build_env(config)
     env_kwargs = evaluation_env_kwargs(config, env, args.split)
     seed = args.seed if args.seed is not None else (config["seed"] or 0) + 1
-    num_steps = args.num_steps or config["num-steps"]
+    num_steps = args.num_steps  # None: the learner's own (gradient-based learners: the config's num-steps)
     meta_batch_size = args.meta_batch_size or config["meta-batch-size"]
     batch_size = args.fast_batch_size or config["fast-batch-size"]
 

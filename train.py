@@ -35,7 +35,7 @@ from maml_rl.app.startup import quiet_interrupt
 
 with quiet_interrupt("train.py"):
     from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
-    from maml_rl.config.loading import parse_override
+    from maml_rl.app.config_files import parse_override
     from maml_rl.samplers import usable_cpus
     from maml_rl.app.multi_seed import train_seeds_on_ray
     from maml_rl.app.training import train_run
@@ -45,8 +45,8 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "maml" / "2d-navi
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Meta-reinforcement learning: meta-training with MAML-TRPO, ProMP or RL²-PPO (the config's "
-                    "algorithm).",
+        description="Meta-reinforcement learning: meta-training with the config's algorithm ("
+                    "docs/training.md lists every algorithm and its keys).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[0],
     )

@@ -75,17 +75,21 @@ class SmallConfig:
     values = SMALL_CONFIG
 
     def __call__(self, folder, name: str = "small.yaml", **changes) -> Path:
+        from maml_rl.app.config_files import config_keys
+        from maml_rl.metalearners import DEFAULT_ALGORITHM, METALEARNERS
+
+        values = {**SMALL_CONFIG, **changes}
+        algorithm = values.get("algorithm", DEFAULT_ALGORITHM)
+        if algorithm in METALEARNERS:  # SMALL_CONFIG's keys of MAML's inner loop are not every algorithm's
+            accepted = config_keys(algorithm)
+            values = {key: value for key, value in values.items() if key in accepted or key in changes}
         path = Path(folder) / name
-        path.write_text(yaml.safe_dump({**SMALL_CONFIG, **changes}))
+        path.write_text(yaml.safe_dump(values))
         return path
 
     def rl2(self, folder, **changes) -> Path:
         """The small config for RL²-PPO (:data:`RL2_CHANGES`, then ``changes``), as ``small.yaml``."""
-        path = self(folder, **{**RL2_CHANGES, **changes})
-        # MAML's key is not one of RL²'s.
-        text = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("fast-lr"))
-        path.write_text(text + "\n")
-        return path
+        return self(folder, **{**RL2_CHANGES, **changes})
 
 
 @pytest.fixture(scope="session")

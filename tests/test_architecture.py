@@ -5,6 +5,7 @@ files small enough to read."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -41,16 +42,15 @@ FORBIDDEN = {
 
 
 # The whole package by folder, bottom to top: a module imports its own layer or lower ones, and never a sibling.
-# One folder holds two layers: config/hyperparameters.py, the key table every layer reads its defaults from, and
-# config/loading.py, which checks config files against each meta-learner's keys (so sits above the algorithms).
+# config/ declares keys (the shared ones, which every layer reads its defaults from); the reader of config files,
+# which asks the algorithm registry for the rest, is app/config_files.py.
 PACKAGE_RANKS = {
     "maml_rl.utils": 0,
     "maml_rl.envs": 1,
     "maml_rl.policies": 2,
-    "maml_rl.config.hyperparameters": 3, "maml_rl.config.declaration": 3,
+    "maml_rl.config": 3,
     "maml_rl.data": 4,
     "maml_rl.samplers": 5, "maml_rl.metalearners": 5,
-    "maml_rl.config": 6,
     "maml_rl.app": 7,
 }
 # Other meta-RL code imports the sampler alone; the algorithms take a sampler and never import it.
@@ -264,6 +264,43 @@ def test_the_folder_rule_would_catch_an_upward_import():
 
     assert upward("maml_rl.data.episodes", "maml_rl.samplers.sampler")
     assert upward("maml_rl.samplers.sampler", "maml_rl.metalearners.gradient.losses")
-    assert upward("maml_rl.config.hyperparameters", "maml_rl.config.loading")
+    assert upward("maml_rl.config.hyperparameters", "maml_rl.app.config_files")
     assert upward("maml_rl.metalearners.base", "maml_rl.app.runs.files")
     assert not upward("maml_rl.app.training", "maml_rl.samplers.sampler")
+
+
+def test_the_application_names_no_algorithm():
+    """app/, config/ and the scripts reach the algorithms only through the registry and the MetaLearner
+    contract: no registered name, learner class or batch type stands in their code (identifiers and strings;
+    comments and docstrings may give examples)."""
+    from maml_rl.metalearners import METALEARNERS
+
+    batch_types = {"AdaptationBatch", "TrialBatch", "TransitionBatch", "Transitions"}
+    names = {*METALEARNERS, *(learner.__name__ for learner in METALEARNERS.values()), *batch_types}
+    assert {"maml-trpo", "rl2-ppo", "pearl", "ProMP", "TrialBatch"} <= names  # the check is not vacuous
+    words = {name.lower() for name in names}
+    paths = [*PACKAGE.joinpath("app").rglob("*.py"), *PACKAGE.joinpath("config").rglob("*.py"),
+             *(PACKAGE.parent / script for script in ("train.py", "test.py", "report.py"))]
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                text = node.id
+            elif isinstance(node, ast.Attribute):
+                text = node.attr
+            elif isinstance(node, ast.alias):
+                text = node.name.rsplit(".", 1)[-1]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                text = node.value
+            else:
+                continue
+            tokens = {t.lower() for t in re.findall(r"[A-Za-z0-9²_-]+", text)}
+            hits = tokens & words
+            if hits:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {', '.join(sorted(hits))}")
+    assert not found, "the application names an algorithm:\n" + "\n".join(found)

@@ -34,7 +34,7 @@ import gymnasium as gym  # noqa: E402
 
 import maml_rl.envs.metaworld  # noqa: E402,F401  (its weld shim for MuJoCo >= 3.17)
 from maml_rl.app.evaluation import read_policy  # noqa: E402
-from maml_rl.config.loading import build_env, load_config  # noqa: E402
+from maml_rl.app.config_files import build_env, load_config  # noqa: E402
 from maml_rl.data.baseline import LinearFeatureBaseline, fit_advantages  # noqa: E402
 from maml_rl.data.episodes import BatchEpisodes  # noqa: E402
 from maml_rl.metalearners import make_policy  # noqa: E402

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from maml_rl.app.evaluation import evaluation_env_kwargs, listed_tasks, read_policy  # noqa: E402
-from maml_rl.config.loading import build_env, load_config  # noqa: E402
+from maml_rl.app.config_files import build_env, load_config  # noqa: E402
 from maml_rl.metalearners import make_policy  # noqa: E402
 from maml_rl.samplers import MultiTaskSampler  # noqa: E402
 

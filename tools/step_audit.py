@@ -32,7 +32,7 @@ from gymnasium import spaces
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from maml_rl.data.baseline import LinearFeatureBaseline  # noqa: E402
-from maml_rl.config.loading import apply_overrides, build_env, parse_override, validate_config  # noqa: E402
+from maml_rl.app.config_files import apply_overrides, build_env, parse_override, validate_config  # noqa: E402
 from maml_rl.metalearners import make_metalearner, make_policy, sample_adapt_sample  # noqa: E402
 from maml_rl.app.runs.checkpoints import read_checkpoint  # noqa: E402
 from maml_rl.data.stats import episode_stats  # noqa: E402

@@ -17,7 +17,7 @@ import sys
 import warnings
 from typing import Any, Callable
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 from maml_rl.app.runs.files import RunWriteError
 from maml_rl.samplers.errors import StepTimeoutError
 from maml_rl.legacy.warn import LegacyAPIWarning

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from maml_rl.config.loading import ConfigError, load_config
+from maml_rl.app.config_files import ConfigError, load_config
 from maml_rl.policies import get_nonlinearity
 from maml_rl.app.runs.checkpoints import read_checkpoint, safe_load
 from maml_rl.app.results import file_sha256

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from maml_rl.config.loading import ConfigError, load_config
+from maml_rl.app.config_files import ConfigError, load_config
 from maml_rl.app.command_line import DEFAULT_STEP_TIMEOUT
 from maml_rl.app.runs.lock import LOCK_FILE, RunLock
 from maml_rl.app.runs import (

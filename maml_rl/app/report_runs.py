@@ -197,17 +197,24 @@ def load_run(folder: str | Path, results: str = "results.npz") -> Run:
     config = _read_config(config_path)
     curve, env_steps = _read_curve(metrics_path)
     after, before, success, record = _read_results(results_path, rerun)
-    return Run(folder, config["env-name"], str(config.get("algorithm", "maml-trpo")), config.get("seed"),
+    return Run(folder, config["env-name"], _algorithm(config), config.get("seed"),
                float(after.mean()), float(before.mean()), None if success is None else float(success.mean()),
                env_steps, curve, with_defaults(config), record, _stale(folder, record), _identity(config, folder))
 
 
+def _algorithm(config: dict[str, Any]) -> str:
+    """The run's algorithm; the registry's default for a config that names none (pytorch-maml-rl's)."""
+    from maml_rl.metalearners import DEFAULT_ALGORITHM
+
+    return str(config.get("algorithm", DEFAULT_ALGORITHM))
+
+
 def with_defaults(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with its algorithm's defaults for the keys it leaves out (older runs lack newer keys)."""
-    from maml_rl.config.loading import config_keys
+    from maml_rl.app.config_files import config_keys
 
     try:
-        keys = config_keys(str(config.get("algorithm", "maml-trpo")))
+        keys = config_keys(_algorithm(config))
     except KeyError:
         return dict(config)
     return {**{key: h.default_value() for key, h in keys.items() if not h.required}, **config}

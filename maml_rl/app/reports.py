@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from maml_rl.app.report_runs import ReportError, Run, load_run
-from maml_rl.app.results import SETTINGS
+from maml_rl.app.results import settings_differ
 
 __all__ = ["Run", "Summary", "ReportError", "comparison_problem", "load_run", "summarise", "compare", "curves",
            "format_report"]
@@ -98,7 +98,7 @@ def _interval(scores: np.ndarray, reps: int, seed: int) -> tuple[float, tuple[fl
 
 def _evaluation(run: Run) -> dict[str, Any] | None:
     """The settings of the run's evaluation (results.npz's record), None when it has none."""
-    return None if run.evaluation is None else {key: run.evaluation["settings"].get(key) for key in SETTINGS}
+    return None if run.evaluation is None else dict(run.evaluation["settings"])
 
 
 def _groups(runs: Sequence[Run]) -> list[tuple[str, str, dict[str, Any], dict[str, Any] | None, list[Run]]]:
@@ -112,13 +112,13 @@ def _groups(runs: Sequence[Run]) -> list[tuple[str, str, dict[str, Any], dict[st
         keys = [key for key in dict.fromkeys(k for run in members for k in run.config) if key not in RUN_KEYS
                 and any(run.config.get(key) != members[0].config.get(key) for run in members)]
         recorded = [_evaluation(run) for run in members if run.evaluation is not None]
-        eval_keys = [key for key in SETTINGS if any(e[key] != recorded[0][key] for e in recorded)]
+        eval_keys = list(dict.fromkeys(key for e in recorded for key in settings_differ(e, recorded[0])))
         mixed = 0 < len(recorded) < len(members)
         split: list[tuple[tuple, dict[str, Any], dict[str, Any] | None, list[Run]]] = []
         for run in members:
             settings = {key: run.config.get(key) for key in keys}
             evaluation = _evaluation(run)
-            evaluated = {key: evaluation[key] for key in eval_keys} if evaluation is not None else \
+            evaluated = {key: evaluation.get(key) for key in eval_keys} if evaluation is not None else \
                 (None if mixed else {})
             signature = (json.dumps(settings, sort_keys=True), json.dumps(evaluated, sort_keys=True))
             same = next((group for group in split if group[0] == signature), None)
@@ -194,7 +194,7 @@ def comparison_problem(a: Summary, b: Summary) -> str | None:
     ea, eb = (_evaluation(a.runs[0]), _evaluation(b.runs[0]))
     if ea is None or eb is None or ea["protocol"] != eb["protocol"]:
         return None  # unrecorded (noted per run), or two protocols such as RL²'s trials and gradient steps
-    differ = [f"{key} {json.dumps(ea[key])} vs {json.dumps(eb[key])}" for key in SETTINGS if ea[key] != eb[key]]
+    differ = [f"{key} {json.dumps(ea.get(key))} vs {json.dumps(eb.get(key))}" for key in settings_differ(ea, eb)]
     return f"evaluated with other settings ({', '.join(differ)})" if differ else None
 
 

@@ -4,7 +4,7 @@ A score means little without what it scored: which policy file (and so which
 training iteration), how many adaptation steps of which step size, which
 actions after them, which tasks. test.py writes that record beside the
 returns, as one JSON string (read without unpickling); report.py groups runs
-by its :data:`SETTINGS` and compares the recorded policy hash with the run's
+by its settings (:data:`COMMON_SETTINGS` and the learner's own) and compares the recorded policy hash with the run's
 file today, to flag results older than the policy they stand for.
 """
 
@@ -17,16 +17,23 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["RECORD_KEY", "SETTINGS", "file_sha256", "read_record", "record_array"]
+__all__ = ["COMMON_SETTINGS", "RECORD_KEY", "file_sha256", "read_record", "record_array", "settings_differ"]
 
 #: The entry of results.npz that holds the record.
 RECORD_KEY = "evaluation"
 
 #: What must agree between two runs' evaluations for their scores to be pooled (the evaluation seed, which
-#: defaults to each run's training seed + 1, and the policy itself differ from run to run by design).
-SETTINGS = ("protocol", "num-steps", "fast-lr", "fast-batch-size", "eval-actions", "split", "all-tasks",
-            "episodes-per-trial", "evaluation-episodes", "meta-batch-size", "num-batches", "eval-trajectories",
-            "num-exp-traj-eval")
+#: defaults to each run's training seed + 1, and the policy itself differ from run to run by design): the
+#: settings every evaluation records, besides the learner's own (its ``evaluation_protocol``'s ``settings``,
+#: which name the ``protocol``). A setting one record lacks reads as ``None`` (earlier records list every
+#: algorithm's keys, ``None`` where one does not apply).
+COMMON_SETTINGS = ("protocol", "fast-batch-size", "eval-actions", "split", "all-tasks", "meta-batch-size",
+                   "num-batches")
+
+
+def settings_differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The settings in which two records' ``settings`` differ, in the order first seen."""
+    return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
 
 
 def file_sha256(path: str | Path) -> str:
@@ -44,12 +51,12 @@ def record_array(*, policy: Mapping[str, Any], settings: Mapping[str, Any], seed
 
     :param policy: ``file`` (resolved path), ``sha256``, ``iteration`` and ``num-batches`` of its run
         (``None`` when unknown).
-    :param settings: a value for each of :data:`SETTINGS` (``None`` where one does not apply).
+    :param settings: a value for each of :data:`COMMON_SETTINGS` and the learner's own settings.
     """
-    missing = set(SETTINGS) - set(settings)
+    missing = set(COMMON_SETTINGS) - set(settings)
     if missing:
         raise ValueError(f"the evaluation record lacks {', '.join(sorted(missing))}")
-    record = {"policy": dict(policy), "settings": {key: settings[key] for key in SETTINGS}, "seed": seed,
+    record = {"policy": dict(policy), "settings": dict(settings), "seed": seed,
               "config": config, "tasks": tasks}
     return np.array(json.dumps(record))
 

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from tqdm import tqdm
 
-from maml_rl.config.loading import build_env, overridden_env_kwargs
+from maml_rl.app.config_files import build_env, overridden_env_kwargs
 from maml_rl.metalearners import make_metalearner, make_policy
 from maml_rl.app.runs import (
     CHECKPOINT_FILE,
@@ -107,7 +107,8 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
         start, counters = 0, {"total_env_steps": 0}
         # They watch the logged metrics; the checkpoint keeps their state, so a lost metrics.jsonl does not
         # change what they compute.
-        decline, stall = DeclineMonitor(), StallMonitor()
+        stall_rule = {"took_no_step": metalearner.took_no_step, "advice": metalearner.stall_advice}
+        decline, stall = DeclineMonitor(), StallMonitor(**stall_rule)
         monitors = {"decline": decline, "stall": stall}
         restored = False
         if has_checkpoint:
@@ -131,7 +132,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 progress.write(_missing_rows_warning(missing, restored), file=sys.stderr)
             if start and not restored:  # a checkpoint written before the monitors' state was saved
                 decline = DeclineMonitor.replay(row["return_after"] for row in logger.history if "return_after" in row)
-                stall = StallMonitor.replay(logger.history)
+                stall = StallMonitor.replay(logger.history, **stall_rule)
                 monitors = {"decline": decline, "stall": stall}
             for iteration in progress:
                 # Inner loop: episodes before each adaptation step (train) and after the last one (valid).

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn as nn
 
-from maml_rl.data.episodes import BatchEpisodes
+from maml_rl.data.episodes import LOSS_AVERAGING, BatchEpisodes
 from maml_rl.config.hyperparameters import DEFAULTS
 
 # Attempts in total: the regularisation starts at ``reg_coeff`` and is
@@ -131,7 +131,7 @@ class LinearFeatureBaseline(nn.Module):
 
 
 def fit_advantages(episodes: "Sequence[BatchEpisodes]", baseline: Any, gae_lambda: float = DEFAULTS.gae_lambda,
-                   averaging: str = DEFAULTS.loss_averaging) -> None:
+                   averaging: str = LOSS_AVERAGING[0]) -> None:
     """Fit ``baseline`` on each task's episodes in turn and set their normalised GAE advantages."""
     for batch in episodes:
         baseline.fit(batch)

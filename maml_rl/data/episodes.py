@@ -13,6 +13,9 @@ from maml_rl.utils.torch_utils import discounted_cumsum, length_mask, mean_weigh
 
 ArrayLike = torch.Tensor | np.ndarray
 
+#: How losses and advantage normalisation weigh the valid steps of a task; the first is the default.
+LOSS_AVERAGING = ("step", "episode")
+
 
 class BatchEpisodes:
     """A batch of ``B`` episodes of one task, stored time-major and zero-padded.
@@ -179,7 +182,7 @@ class BatchEpisodes:
         baseline: Callable[["BatchEpisodes"], torch.Tensor],
         gae_lambda: float = 1.0,
         normalize: bool = True,
-        averaging: str = DEFAULTS.loss_averaging,
+        averaging: str = LOSS_AVERAGING[0],
     ) -> torch.Tensor:
         """Generalised advantage estimation with ``baseline`` as value function.
 
@@ -226,8 +229,6 @@ class BatchEpisodes:
         )
 
 
-#: How losses and advantage normalisation weigh the valid steps of a task.
-LOSS_AVERAGING = ("step", "episode")
 
 
 def check_loss_averaging(averaging: str) -> str:
@@ -237,7 +238,7 @@ def check_loss_averaging(averaging: str) -> str:
     return averaging
 
 
-def loss_weights(mask: torch.Tensor, lengths: torch.Tensor, averaging: str = DEFAULTS.loss_averaging) -> torch.Tensor:
+def loss_weights(mask: torch.Tensor, lengths: torch.Tensor, averaging: str = LOSS_AVERAGING[0]) -> torch.Tensor:
     """Weights over one task's steps that sum to 1, for losses ``(x * weights).sum()``.
 
     ``"step"``: every valid step weighs the same (the MAML paper's code).
@@ -312,7 +313,7 @@ class TaskBatch(NamedTuple):
         return self.weights.shape[0]
 
     @classmethod
-    def from_episodes(cls, episodes_list: Sequence[BatchEpisodes], averaging: str = DEFAULTS.loss_averaging) -> "TaskBatch":
+    def from_episodes(cls, episodes_list: Sequence[BatchEpisodes], averaging: str = LOSS_AVERAGING[0]) -> "TaskBatch":
         """Build from one :class:`BatchEpisodes` per task (advantages must be computed).
 
         :param episodes_list: the ``K`` tasks' batches (same ``B``; ``T`` padded to the longest).

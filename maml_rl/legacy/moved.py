@@ -52,6 +52,8 @@ MOVED_MODULES: dict[str, tuple[str, bool]] = {
     "maml_rl.metalearners.promp": ("maml_rl.metalearners.gradient.promp", True),
     "maml_rl.metalearners.rl2_ppo": ("maml_rl.metalearners.rl2.learner", True),
     "maml_rl.metalearners.pearl.state": ("maml_rl.metalearners.pearl.task_encoding", True),
+    # The config files' reader asks the algorithm registry, so it sits in app/ (0.2).
+    "maml_rl.config.loading": ("maml_rl.app.config_files", True),
 }
 
 

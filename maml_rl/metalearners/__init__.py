@@ -12,17 +12,21 @@ from maml_rl.metalearners.pearl import PEARL
 from maml_rl.metalearners.rl2 import RL2PPO
 from maml_rl.policies.policy import Policy
 
-__all__ = ["METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "PEARL", "ProMP",
+__all__ = ["DEFAULT_ALGORITHM", "METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "PEARL", "ProMP",
            "RL2PPO",
            "StaleEpisodesError", "make_metalearner", "make_policy", "sample_adapt_sample"]
 
-#: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line.
+#: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line (its
+#: configuration keys are its class's ``hyperparameters``, declared beside it).
 METALEARNERS: dict[str, type[MetaLearner]] = {
     "maml-trpo": MAMLTRPO,
     "promp": ProMP,
     "rl2-ppo": RL2PPO,
     "pearl": PEARL,
 }
+
+#: The ``algorithm`` of a configuration that names none (pytorch-maml-rl's configs: MAML-TRPO).
+DEFAULT_ALGORITHM = "maml-trpo"
 
 
 def make_policy(config: Mapping[str, Any], env: Any) -> torch.nn.Module:

@@ -70,11 +70,10 @@ class MetaLearner(ABC):
     A phase of :meth:`sample` or :meth:`update` that can take more than a few
     seconds reports itself through :attr:`progress` (shown by train.py).
 
-    A new algorithm is a subclass in its own file, added to
-    :data:`maml_rl.metalearners.METALEARNERS` under the name config files use
-    (the ``algorithm`` key), with its own configuration keys declared in
-    :data:`maml_rl.config.hyperparameters.ALGORITHM_KEYS` under the same name and set
-    as its :attr:`hyperparameters`; ``train.py`` needs no change. Gradient-based
+    A new algorithm is a folder (or a file) of its own: a subclass, its
+    configuration keys declared beside it and set as its :attr:`hyperparameters`,
+    and one line in :data:`maml_rl.metalearners.METALEARNERS` under the name config
+    files use (the ``algorithm`` key); ``train.py`` needs no change. Gradient-based
     ones derive from :class:`~maml_rl.metalearners.gradient.GradientMetaLearner`.
 
     :ivar policy: the meta-trained policy.
@@ -87,13 +86,15 @@ class MetaLearner(ABC):
     #: Whether the policy adapts in its recurrent state over trials (RL²) rather than by gradient steps.
     recurrent: ClassVar[bool] = False
     policy: torch.nn.Module
+    #: What train.py adds when :meth:`took_no_step` held for many iterations in a row: why, and what to change.
+    stall_advice: ClassVar[str] = ""
     #: Where the long phases of an iteration report (:mod:`maml_rl.utils.progress`); shows nothing by default.
     progress: Progress = Progress()
 
     @classmethod
     def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],
                     device: str | torch.device = "cpu") -> "MetaLearner":
-        """Build from a validated configuration (:func:`maml_rl.config.loading.validate_config`).
+        """Build from a validated configuration (:func:`maml_rl.app.config_files.validate_config`).
 
         Every shared key and every key of :attr:`hyperparameters` that declares an
         ``argument`` is passed to the constructor as that keyword.
@@ -123,16 +124,16 @@ class MetaLearner(ABC):
         return list(sampler.sample_tasks(num_tasks))
 
     @classmethod
-    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int, evaluation_episodes: int,
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: Optional[int], evaluation_episodes: int,
                             eval_actions: str, batch_size: int) -> EvaluationProtocol:
-        """How :meth:`evaluate` adapts, for test.py: by default gradient steps on ``batch_size`` episodes."""
-        mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
-        return EvaluationProtocol(
-            {"protocol": "gradient-steps", "num-steps": num_steps, "fast-lr": config["fast-lr"],
-             "episodes-per-trial": None, "evaluation-episodes": None, "eval-trajectories": None,
-             "num-exp-traj-eval": None}, "",
-            f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}", None, None,
-            ("before", "after"))
+        """How :meth:`evaluate` adapts, for test.py: its ``settings`` name the protocol and hold every value of
+        the algorithm's own that changes a score (test.py adds the shared ones, ``maml_rl.app.results``).
+        By default the class's name and nothing else.
+
+        :param num_steps: test.py's ``--num-steps`` (``None``: the learner's own, where it has any).
+        """
+        return EvaluationProtocol({"protocol": cls.__name__}, "", f"{batch_size} adaptation(s) per task by "
+                                  f"{cls.__name__}.evaluate()", None, None, ("before", "after"))
 
     @staticmethod
     def config_problems(config: Mapping[str, Any]) -> list[str]:
@@ -173,6 +174,12 @@ class MetaLearner(ABC):
         :param evaluation_episodes: episodes after the adaptation trial (learners that adapt in a trial).
         """
         raise NotImplementedError(f"{type(self).__name__} has no evaluation protocol: define its evaluate()")
+
+    @staticmethod
+    def took_no_step(logs: Mapping[str, Any]) -> bool:
+        """Whether one :meth:`update`'s logs say it left the policy unchanged (train.py warns after many in a
+        row, with :attr:`stall_advice`); never, by default."""
+        return False
 
     def state_dict(self) -> dict:
         """What a resume needs besides the policy (nothing unless the algorithm keeps state)."""

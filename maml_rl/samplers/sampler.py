@@ -16,6 +16,7 @@ import torch
 
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.config.hyperparameters import DEFAULTS
+from maml_rl.data.episodes import LOSS_AVERAGING
 from maml_rl.legacy.sampler import LegacySamplerMethods, check_env_argument
 from maml_rl.policies.recurrent import is_recurrent
 from maml_rl.utils.seeding import draw_seed
@@ -165,7 +166,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         gamma: float = DEFAULTS.gamma,
         gae_lambda: float = DEFAULTS.gae_lambda,
         device: Union[str, torch.device, None] = None,
-        averaging: str = DEFAULTS.loss_averaging,
+        averaging: str = LOSS_AVERAGING[0],
         actions: str = "sample",
         conditioning: Any = None,
     ) -> List[BatchEpisodes]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 
 from helpers.scripts import evaluate, train
 
@@ -201,9 +201,8 @@ def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys, sm
         "iteration": 1, "num-batches": 1}
     assert record["settings"] == {
         "protocol": "gradient-steps", "num-steps": 2, "fast-lr": small_config.values["fast-lr"],
-        "fast-batch-size": 4, "eval-actions": "mean", "split": None, "all-tasks": False, "episodes-per-trial": None,
-        "evaluation-episodes": None, "meta-batch-size": 2, "num-batches": 2, "eval-trajectories": None,
-        "num-exp-traj-eval": None}
+        "fast-batch-size": 4, "eval-actions": "mean", "split": None, "all-tasks": False, "meta-batch-size": 2,
+        "num-batches": 2}
     assert record["seed"] == 11 and record["tasks"] == 4
     assert record["config"] == str((run_folder / "config.json").resolve())
     # The header names the tasks once ("on 4 new tasks (4, seed 11)" repeated the count).
@@ -213,7 +212,7 @@ def test_results_record_how_they_were_evaluated(run_folder, tmp_path, capsys, sm
 
 def test_an_unfinished_run_is_said_to_be(tmp_path, capsys, monkeypatch, small_config):
     """test.py evaluated the policy of a run stopped at iteration 1 of 3 without saying so."""
-    from maml_rl.metalearners import maml_trpo
+    from maml_rl.metalearners.gradient import maml_trpo
 
     config = small_config(tmp_path, **{"num-batches": 3})
     original_step = maml_trpo.MAMLTRPO.step

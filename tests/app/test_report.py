@@ -17,9 +17,9 @@ if os.environ.get("MAML_RL_REQUIRE_STATS"):
 else:
     pytest.importorskip("rliable")
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 from maml_rl.app.reports import Run, compare, curves, summarise
-from maml_rl.app.results import SETTINGS
+from maml_rl.app.results import COMMON_SETTINGS
 
 from helpers import ROOT
 from helpers.scripts import evaluate as test_script
@@ -31,7 +31,7 @@ report = load_script("report")
 def fake_run(score, algorithm="a", seed=0, before=0.0, steps=100, curve=None, success=None):
     curve = np.array(curve if curve is not None else [score - 1.0, score])
     evaluation = {"policy": {"file": "policy.th", "sha256": "", "iteration": None, "num-batches": None},
-                  "settings": dict.fromkeys(SETTINGS)}
+                  "settings": dict.fromkeys(COMMON_SETTINGS)}
     return Run(Path(f"/runs/{algorithm}-{seed}"), "Env-v0", algorithm, seed, float(score), before, success,
                np.linspace(steps / len(curve), steps, len(curve)), curve, evaluation=evaluation)
 

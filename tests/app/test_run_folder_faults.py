@@ -32,7 +32,7 @@ if os.environ.get("MAML_RL_REQUIRE_STATS"):
 else:
     pytest.importorskip("rliable")  # report.py's figures need it
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 
 from helpers.scripts import evaluate, load_script, train
 

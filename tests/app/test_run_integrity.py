@@ -18,7 +18,7 @@ import torch
 from maml_rl.app.runs.checksum import ChecksumMismatch, verify_digest
 from maml_rl.app.runs.files import RunWriteError, atomic_save
 from maml_rl.app.runs.lock import RunFolderBusy, RunLock, writer_of
-from maml_rl.config.loading import ConfigError, load_config
+from maml_rl.app.config_files import ConfigError, load_config
 
 from helpers import ROOT
 from helpers.runs import load_policy, read_metrics, run

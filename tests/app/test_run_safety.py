@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 
 from helpers.runs import assert_same_policy, load_policy, run
 from helpers.scripts import evaluate

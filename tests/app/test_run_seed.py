@@ -74,7 +74,7 @@ def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algori
 
 def test_the_check_catches_a_constant_seed(tmp_path, monkeypatch, small_config):
     """The old minibatch order (the update count alone) fails the check above."""
-    from maml_rl.metalearners import rl2_ppo
+    from maml_rl.metalearners.rl2 import learner as rl2_ppo
 
     original = rl2_ppo.RL2PPO.step
 

@@ -8,19 +8,26 @@ import json
 import pytest
 
 from maml_rl.app.runs.stall import StallMonitor
+from maml_rl.metalearners import METALEARNERS, ProMP
+
+# The rule train.py gives the monitor for ProMP, the one shipped learner whose update can take no step.
+PROMP = {"took_no_step": ProMP.took_no_step, "advice": ProMP.stall_advice}
 
 from helpers.scripts import train
 
 
 def test_a_streak_of_updates_without_a_step_warns_once_per_streak():
-    monitor = StallMonitor(window=3)
+    monitor = StallMonitor(window=3, **PROMP)
     steps = [5, 0, 0, 0, 0, 0, 2, 0, 0, 0, None, 0]
     out = [monitor.update({"outer_steps": s} if s is not None else {}) for s in steps]
     assert [i for i, w in enumerate(out) if w] == [3, 9]  # the third 0 in a row, again after a step
     assert "outer-kl-backtracks" in out[3]
     assert monitor.streak == 1  # a row without outer_steps (another algorithm's) ends a streak
-    # MAML-TRPO and RL² log no outer_steps: never a warning.
-    assert not any(StallMonitor(window=1).update({"kl_after": 0.0}) for _ in range(5))
+    # The other learners' updates always take a step: never a warning, whatever they log.
+    for name, learner in METALEARNERS.items():
+        rule = {"took_no_step": learner.took_no_step, "advice": learner.stall_advice}
+        assert name == "promp" or not any(StallMonitor(window=1, **rule).update({"outer_steps": 0}) for _ in range(5))
+    assert not any(StallMonitor(window=1).update({"outer_steps": 0}) for _ in range(5))  # the default rule
     with pytest.raises(ValueError):
         StallMonitor(window=0)
 
@@ -28,7 +35,7 @@ def test_a_streak_of_updates_without_a_step_warns_once_per_streak():
 def test_replay_continues_as_an_uninterrupted_monitor():
     rows = [{"outer_steps": s} for s in (0, 0, 3, 0, 0, 0, 0, 0, 1, 0)]
     for cut in range(len(rows) + 1):
-        whole, resumed = StallMonitor(window=2), StallMonitor.replay(rows[:cut], window=2)
+        whole, resumed = StallMonitor(window=2, **PROMP), StallMonitor.replay(rows[:cut], window=2, **PROMP)
         assert [whole.update(r) for r in rows][cut:] == [resumed.update(r) for r in rows[cut:]]
 
 

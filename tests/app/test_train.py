@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from maml_rl.config.loading import ConfigError, load_config
-from maml_rl.metalearners import maml_trpo
+from maml_rl.app.config_files import ConfigError, load_config
+from maml_rl.metalearners.gradient import maml_trpo
 
 from helpers import ROOT
 from helpers.runs import assert_same_policy, load_policy, read_metrics, run

@@ -10,8 +10,8 @@ import yaml
 
 import maml_rl.envs
 from maml_rl.metalearners import METALEARNERS
-from maml_rl.config.loading import (
-    CONFIG_KEYS,
+from maml_rl.app.config_files import (
+    all_config_keys,
     ConfigError,
     apply_overrides,
     build_env,
@@ -56,9 +56,10 @@ def test_shipped_config_is_valid_and_builds_its_env(path):
     # and loss-averaging and algorithm, which the reference did not have.
     written = read_config_file(path)
     algorithm = written.get("algorithm", "maml-trpo")
-    # RL² and PEARL configs also leave out the shared keys they have no use for (MAML's inner loop).
+    # PEARL's configs also leave out the shared key it has no use for (gae-lambda).
     unused = set(METALEARNERS[algorithm].unused_shared_keys)
-    assert set(written) | {"seed", "env-kwargs", "loss-averaging", "algorithm"} | unused == set(config_keys(algorithm))
+    optional = {"seed", "env-kwargs", "algorithm"} | ({"loss-averaging"} & set(config_keys(algorithm)))
+    assert set(written) | optional | unused == set(config_keys(algorithm))
     config = load_config(path)
     assert config["env-name"] in maml_rl.envs.ENV_IDS + maml_rl.envs.METAWORLD_IDS
     if config["env-name"] in maml_rl.envs.METAWORLD_IDS and not os.environ.get("MAML_RL_REQUIRE_METAWORLD"):
@@ -116,7 +117,7 @@ def test_unknown_key_names_it_and_lists_valid_keys():
     assert "my.yaml" in message
     assert "unknown key 'fast_lr'" in message and "did you mean 'fast-lr'" in message
     assert "valid keys for algorithm 'maml-trpo' are: " + ", ".join(config_keys("maml-trpo")) in message
-    assert set().union(*(config_keys(name) for name in ("maml-trpo", "promp", "rl2-ppo", "pearl"))) == set(CONFIG_KEYS)
+    assert set().union(*(config_keys(name) for name in ("maml-trpo", "promp", "rl2-ppo", "pearl"))) == set(all_config_keys())
 
 
 @pytest.mark.parametrize(
@@ -263,16 +264,21 @@ def test_left_out_gamma_and_fast_lr_mean_the_api_defaults():
                if "rl2" not in path.parts and "pearl" not in path.parts)
 
 
-def test_gradient_adaptation_keys_are_refused_for_rl2_unless_at_their_default():
+def test_gradient_adaptation_keys_are_refused_for_rl2_unless_at_their_earlier_default():
     rl2 = {**{k: v for k, v in MINIMAL.items() if k != "fast-lr"}, "algorithm": "rl2-ppo"}
     with pytest.raises(ConfigError) as info:
         validate_config({**rl2, "fast-lr": 0.1, "num-steps": 3, "loss-averaging": "step"}, source="rl2.yaml")
     message = str(info.value)
-    assert "fast-lr: 0.1 has no effect with algorithm 'rl2-ppo'" in message
-    assert "num-steps: 3 has no effect" in message and "loss-averaging" not in message  # its default
-    # A resolved config.json lists every key at its default: it loads, and so does one without them.
+    assert "key 'fast-lr' is a setting of algorithm 'maml-trpo' and 'promp', not of this configuration's " \
+           "algorithm 'rl2-ppo'" in message
+    assert "key 'num-steps' is a setting" in message and "loss-averaging" not in message  # its 0.1 default
+    # A config.json of maml_rl 0.1 lists them at those values for every algorithm: they are dropped, so it loads.
     config = validate_config(rl2)
-    assert validate_config(config) == config and config["fast-lr"] == CONFIG_KEYS["fast-lr"].default
+    assert "fast-lr" not in config and validate_config(config) == config
+    earlier = {**config, "fast-lr": 0.5, "num-steps": 1, "loss-averaging": "step"}
+    assert validate_config(earlier) == config
+    with pytest.raises(ConfigError, match="key 'loss-averaging' is a setting"):
+        validate_config({**config, "loss-averaging": "episode"})
 
 
 def test_outer_kl_backtracks_need_an_outer_kl_limit():
@@ -292,10 +298,12 @@ def second_algorithm(monkeypatch):
     """A made-up meta-learner, "toy", with one key of its own (clip-eps): added by a user, not shipped."""
     from maml_rl.config.hyperparameters import Hyperparameter, number
     from maml_rl.metalearners import MAMLTRPO, METALEARNERS
+    from maml_rl.metalearners.gradient.keys import GRADIENT_KEYS
 
     class Toy(MAMLTRPO):
-        hyperparameters = (Hyperparameter("clip-eps", float, 0.3, number(0.0, open_low=True), "Clipping range.",
-                                           argument="clip_eps"),)
+        # The inner loop's keys of every gradient-based learner, and one of its own.
+        hyperparameters = (*GRADIENT_KEYS, Hyperparameter("clip-eps", float, 0.3, number(0.0, open_low=True),
+                                                          "Clipping range.", argument="clip_eps"))
 
         def __init__(self, policy, *, clip_eps, **kwargs):
             super().__init__(policy, **kwargs)
@@ -330,28 +338,33 @@ def test_key_of_another_algorithm_is_refused(second_algorithm):
     assert type(learner) is second_algorithm and learner.clip_eps == 0.25 and learner.fast_lr == 0.1
 
 
-def test_every_algorithm_declares_its_keys():
-    from maml_rl.config.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS
+def test_every_algorithm_declares_its_keys_beside_it():
+    """config/ holds only the shared keys; an algorithm's own are its learner's, in its own folder."""
+    import sys
+
+    from maml_rl.config.hyperparameters import SHARED_KEYS
     from maml_rl.metalearners import METALEARNERS
 
-    assert set(METALEARNERS) == set(ALGORITHM_KEYS)
-    for name, learner in METALEARNERS.items():
-        assert learner.hyperparameters is ALGORITHM_KEYS[name]
     shared = {h.key for h in SHARED_KEYS}
-    for keys in ALGORITHM_KEYS.values():
-        assert not shared & {h.key for h in keys}
+    for name, learner in METALEARNERS.items():
+        assert not shared & {h.key for h in learner.hyperparameters}, name
+        folder = learner.__module__.rsplit(".", 1)[0]
+        assert folder != "maml_rl.metalearners", f"{name} has no folder of its own"
+        declared = [h for value in vars(sys.modules[folder + ".keys"]).values() if isinstance(value, tuple)
+                    for h in value]
+        assert learner.hyperparameters and all(any(h is d for d in declared) for h in learner.hyperparameters), name
 
 
 def test_docs_hold_the_key_reference():
-    """docs/training.md holds `python -m maml_rl.config --markdown` between its markers."""
+    """docs/training.md holds `python -m maml_rl.app.config_files --markdown` between its markers."""
     text = (ROOT / "docs" / "training.md").read_text()
     match = re.search(r"<!-- config-keys:start -->\n(.*?)<!-- config-keys:end -->", text, re.DOTALL)
     assert match, "docs/training.md lacks the <!-- config-keys:start --> ... <!-- config-keys:end --> markers"
     assert match.group(1).strip() == markdown_reference().strip(), (
-        "the key reference in docs/training.md is out of date: paste `python -m maml_rl.config --markdown` "
+        "the key reference in docs/training.md is out of date: paste `python -m maml_rl.app.config_files --markdown` "
         "between its markers"
     )
-    for key in CONFIG_KEYS:
+    for key in all_config_keys():
         assert f"| `{key}` |" in match.group(1)
 
 
@@ -359,6 +372,6 @@ def test_loss_averaging_choices_are_those_of_the_losses():
     """hyperparameters.py may not import the episodes (they read its defaults): the choices must agree."""
     from maml_rl.data.episodes import LOSS_AVERAGING
 
-    assert CONFIG_KEYS["loss-averaging"].expected == " or ".join(f'"{value}"' for value in LOSS_AVERAGING)
+    assert all_config_keys()["loss-averaging"].expected == " or ".join(f'"{value}"' for value in LOSS_AVERAGING)
     for value in LOSS_AVERAGING:
         assert validate_config({**MINIMAL, "loss-averaging": value})["loss-averaging"] == value

@@ -25,7 +25,7 @@ import yaml
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.config.loading import load_config
+from maml_rl.app.config_files import load_config
 from maml_rl.envs import make_env
 from maml_rl.envs.errors import RetiredEnvError
 from maml_rl.envs.retired import RETIRED_ENV_IDS
@@ -435,7 +435,7 @@ def test_retired_env_ids_name_the_new_env_and_say_the_dynamics_differ(old_id):
 
 
 def test_retired_env_id_in_a_config_is_a_config_error(tmp_path):
-    from maml_rl.config.loading import ConfigError
+    from maml_rl.app.config_files import ConfigError
 
     path = tmp_path / "halfcheetah-vel.yaml"
     path.write_text(yaml.safe_dump({**CONFIG, "env-name": "HalfCheetahVel-v2"}))

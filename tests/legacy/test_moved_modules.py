@@ -58,12 +58,12 @@ def test_a_module_under_a_moved_package_is_not_loaded_twice():
 
 
 def test_the_old_config_module_names_resolve_with_a_warning_and_unknown_ones_fail():
-    from maml_rl.config import loading
+    from maml_rl.app import config_files as loading
     from maml_rl.legacy.warn import LegacyAPIWarning
 
     import maml_rl.config as config
 
-    with pytest.warns(LegacyAPIWarning, match=r"maml_rl.config.loading.load_config"):
+    with pytest.warns(LegacyAPIWarning, match=r"maml_rl.app.config_files.load_config"):
         assert config.load_config is loading.load_config
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         config.no_such_name  # noqa: B018

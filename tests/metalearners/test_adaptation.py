@@ -13,9 +13,9 @@ import torch
 import maml_rl.envs  # noqa: F401  (registers the envs)
 from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.config.loading import CONFIG_KEYS, ConfigError, validate_config
+from maml_rl.app.config_files import ConfigError, all_config_keys, validate_config
 from maml_rl.envs import make_env
-from maml_rl.config.hyperparameters import DEFAULTS, Hyperparameters
+from maml_rl.metalearners.gradient.keys import DEFAULTS
 from maml_rl.metalearners import MAMLTRPO, METALEARNERS, MetaLearner, StaleEpisodesError, make_metalearner
 from maml_rl.policies import get_policy_for_env
 from maml_rl.samplers import MultiTaskSampler
@@ -133,11 +133,12 @@ def test_one_source_of_defaults():
     sample_defaults = inspect.signature(sample_adapt_sample).parameters
     rollout_defaults = inspect.signature(MultiTaskSampler.rollout).parameters
     loop_defaults = InnerLoop()
-    for field in inspect.signature(Hyperparameters).parameters:
+    config_keys = all_config_keys()
+    for field in inspect.signature(type(DEFAULTS)).parameters:
         value = getattr(DEFAULTS, field)
         key = field.replace("_", "-")
-        if key in CONFIG_KEYS and CONFIG_KEYS[key].default is not CONFIG_KEYS["env-name"].default:
-            assert CONFIG_KEYS[key].default == value, key
+        if key in config_keys and not config_keys[key].required:
+            assert config_keys[key].default == value, key
         name = {"loss_averaging": "averaging"}.get(field, field)
         if name in learner_defaults:
             assert learner_defaults[name].default == value, field

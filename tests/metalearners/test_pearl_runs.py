@@ -114,7 +114,7 @@ def tiny_policy_and_learner():
     import gymnasium as gym
 
     import maml_rl.envs  # noqa: F401
-    from maml_rl.config.loading import validate_config
+    from maml_rl.app.config_files import validate_config
     from maml_rl.metalearners import PEARL
 
     config = validate_config({**TINY, "seed": 1})
@@ -170,7 +170,7 @@ def test_pearl_trains_resumes_and_evaluates_on_cuda(tmp_path):
 
 
 def test_pearl_configs_are_checked(tmp_path):
-    from maml_rl.config.loading import ConfigError, validate_config
+    from maml_rl.app.config_files import ConfigError, validate_config
 
     with pytest.raises(ConfigError, match="out of num-train-tasks"):
         validate_config({**TINY, "meta-batch-size": 5})

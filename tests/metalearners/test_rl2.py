@@ -333,7 +333,7 @@ def test_the_run_seed_orders_the_minibatches():
 
 
 def test_from_config_passes_the_run_seed_and_the_recipe(tmp_path, small_rl2_config):
-    from maml_rl.config.loading import build_env, load_config
+    from maml_rl.app.config_files import build_env, load_config
     from maml_rl.metalearners import make_metalearner, make_policy
 
     config = load_config(small_rl2_config(tmp_path, **{"update-per-chunk": True, "bptt-overlap": 2,

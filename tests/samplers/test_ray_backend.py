@@ -568,7 +568,7 @@ def test_seeds_side_by_side_on_the_cluster_equal_seeds_one_after_another(cluster
     """train.py --seeds on Ray: the seeds' runs, trained in chunks on the worker nodes (a head with no CPUs
     here, so never on the driver's node) and written back here, equal the local runs bit for bit; a stop
     between chunks resumes, and a finished run is left as it is."""
-    from maml_rl.config.loading import ConfigError
+    from maml_rl.app.config_files import ConfigError
 
     config = small_config(tmp_path)
     run(config, tmp_path / "local", "--seeds", "4", "5", "--num-batches", "3")

@@ -18,7 +18,7 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 import torch
 
-from maml_rl.config.loading import ConfigError, config_diff, validate_config
+from maml_rl.app.config_files import ConfigError, config_diff, validate_config
 from maml_rl.app.runs.checksum import ChecksumMismatch, verify_digest
 from maml_rl.app.runs.files import atomic_save
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 
 __all__ = ["resolve_device"]
 

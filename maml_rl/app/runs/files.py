@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 from maml_rl.samplers.workers.processes import deferred_signals
 from maml_rl.app.runs.checksum import DigestWriter, seal
 

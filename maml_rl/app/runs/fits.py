@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional
 import torch
 from gymnasium import spaces
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 from maml_rl.metalearners import make_metalearner, make_policy
 
 __all__ = ["check_run_fits", "machine_memory", "run_memory_needs"]

@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 
 __all__ = ["LOCK_FILE", "RunFolderBusy", "RunLock", "writer_of"]
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from maml_rl.config.loading import ConfigError
+from maml_rl.app.config_files import ConfigError
 from maml_rl.app.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
 
 __all__ = ["MetricsLogger", "logged_rows"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from maml_rl.config.loading import ConfigError, apply_overrides, config_diff, load_config, overridden_keys, validate_config
+from maml_rl.app.config_files import ConfigError, apply_overrides, config_diff, load_config, overridden_keys, validate_config
 from maml_rl.app.runs.checkpoints import RESUMABLE_CHANGES, read_checkpoint
 from maml_rl.app.runs.files import CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, POLICY_FILE
 from maml_rl.app.runs.metrics import logged_rows

@@ -1,30 +1,36 @@
 """Flag a run whose meta-updates have stopped moving the policy.
 
-ProMP with ``outer-kl-limit`` and no ``outer-kl-backtracks`` undoes a step that
-goes past the limit together with Adam's moments, so the next iteration tries
-the same step again: a HalfCheetahDir run took no step in its last 213
-iterations while its return, logged as usual, looked like a plateau. The run
-watches the logged ``outer_steps`` and says so after ``window`` iterations in a
-row without one.
+An update may leave the policy where it was (a step past a KL limit, undone),
+and a run can go on so for hundreds of iterations while its return, logged as
+usual, looks like a plateau. The learner says which logged updates took no
+step (:meth:`MetaLearner.took_no_step <maml_rl.metalearners.base.MetaLearner.took_no_step>`)
+and what to do about it (its ``stall_advice``); the monitor counts them and
+says so after ``window`` iterations in a row.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 __all__ = ["StallMonitor"]
 
 
 class StallMonitor:
-    """Counts iterations in a row whose update took no step (``outer_steps == 0``).
+    """Counts iterations in a row whose update took no step.
 
     :param window: iterations in a row after which :meth:`update` returns a warning (once per streak).
+    :param took_no_step: whether one iteration's logs say its update left the policy unchanged (the
+        learner's :meth:`~maml_rl.metalearners.base.MetaLearner.took_no_step`; by default never).
+    :param advice: what the warning adds after saying so: why, and what to change.
     """
 
-    def __init__(self, window: int = 10) -> None:
+    def __init__(self, window: int = 10, took_no_step: Callable[[dict], bool] = lambda logs: False,
+                 advice: str = "") -> None:
         if window < 1:
             raise ValueError(f"need window >= 1, got {window}")
         self.window = window
+        self.took_no_step = took_no_step
+        self.advice = advice
         self.streak = 0
 
     @classmethod
@@ -44,13 +50,10 @@ class StallMonitor:
 
     def update(self, logs: dict) -> str | None:
         """Add one iteration's logs; a warning when the streak of updates without a step reaches ``window``."""
-        if logs.get("outer_steps") != 0:  # a step was taken, or the algorithm does not log its steps
+        if not self.took_no_step(logs):
             self.streak = 0
             return None
         self.streak += 1
         if self.streak != self.window:
             return None
-        return (f"the last {self.window} updates took no step (outer_steps 0): each first Adam step went past "
-                "outer-kl-limit and was undone with its moments, so the same step comes back every iteration "
-                "and the policy no longer changes. Continue with --set outer-kl-backtracks=10 (halve such a step "
-                "until it is within the limit) or a larger outer-kl-limit")
+        return f"the last {self.window} updates took no step" + (f": {self.advice}" if self.advice else "")

@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 
 from maml_rl.data.episodes import BatchEpisodes, TaskBatch, check_loss_averaging
-from maml_rl.config.hyperparameters import DEFAULTS
+from maml_rl.metalearners.gradient.keys import DEFAULTS
 from maml_rl.metalearners.gradient.losses import inner_losses
 from maml_rl.policies.policy import Params, expand_params, meta_parameters
 from maml_rl.utils.torch_utils import gradient_step

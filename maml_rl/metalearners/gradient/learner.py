@@ -15,8 +15,8 @@ from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.data.stats import episode_stats
-from maml_rl.config.hyperparameters import DEFAULTS
-from maml_rl.metalearners.base import Evaluation, MetaLearner, StepLogs
+from maml_rl.metalearners.gradient.keys import DEFAULTS
+from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StepLogs
 from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 __all__ = ["AdaptationBatch", "GradientMetaLearner", "TrainEpisodes", "ValidEpisodes"]
@@ -116,6 +116,17 @@ class GradientMetaLearner(MetaLearner):
     def env_steps_per_iteration(config: Mapping[str, Any], horizon: int) -> tuple[int, int]:
         """``fast-batch-size`` episodes per task before each inner step and after the last."""
         return config["meta-batch-size"] * config["fast-batch-size"] * horizon * (config["num-steps"] + 1), 0
+
+    @classmethod
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int | None, evaluation_episodes: int,
+                            eval_actions: str, batch_size: int) -> EvaluationProtocol:
+        """Gradient steps on ``batch_size`` episodes per task (``num_steps``; ``None``: the config's)."""
+        num_steps = num_steps or config["num-steps"]
+        mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
+        return EvaluationProtocol(
+            {"protocol": "gradient-steps", "num-steps": num_steps, "fast-lr": config["fast-lr"]}, "",
+            f"{batch_size} episodes per task per step, fast-lr {config['fast-lr']}{mean}", None, None,
+            ("before", "after"))
 
     def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
                  device: str | torch.device = "cpu", *, actions: str = "sample", num_steps: int | None = None,

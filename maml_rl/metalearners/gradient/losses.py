@@ -8,7 +8,7 @@ import torch
 from torch.distributions import Distribution, kl_divergence
 
 from maml_rl.data.episodes import BatchEpisodes, TaskBatch, loss_weights
-from maml_rl.config.hyperparameters import DEFAULTS
+from maml_rl.metalearners.gradient.keys import DEFAULTS
 
 
 def _flat_observations(observations: torch.Tensor, leading: int) -> torch.Tensor:

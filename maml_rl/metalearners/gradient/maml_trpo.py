@@ -15,7 +15,7 @@ from torch.nn.utils import vector_to_parameters
 
 from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.episodes import TaskBatch
-from maml_rl.config.hyperparameters import DEFAULTS, MAML_TRPO_KEYS
+from maml_rl.metalearners.gradient.keys import DEFAULTS, MAML_TRPO_KEYS
 from maml_rl.legacy import trpo as legacy_trpo
 from maml_rl.metalearners.gradient.losses import mean_kl, surrogate_loss
 from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params

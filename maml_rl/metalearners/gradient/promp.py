@@ -31,7 +31,7 @@ from torch.distributions import Distribution
 
 from maml_rl.metalearners.gradient.adaptation import inner_step, meta_parameters
 from maml_rl.data.episodes import TaskBatch
-from maml_rl.config.hyperparameters import DEFAULTS, PROMP_KEYS
+from maml_rl.metalearners.gradient.keys import DEFAULTS, PROMP_KEYS
 from maml_rl.metalearners.gradient.losses import _flat_observations, clipped_surrogate_loss, mean_kl
 from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params
 from maml_rl.metalearners.gradient.learner import GradientMetaLearner, TrainEpisodes, ValidEpisodes
@@ -76,6 +76,16 @@ class ProMP(GradientMetaLearner):
     """
 
     hyperparameters = PROMP_KEYS
+    # With outer-kl-limit and no outer-kl-backtracks, a step past the limit is undone with Adam's moments, so
+    # the next iteration tries the same step again: a HalfCheetahDir run took no step in its last 213 iterations.
+    stall_advice = ("(outer_steps 0): each first Adam step went past outer-kl-limit and was undone with its moments, "
+                    "so the same step comes back every iteration and the policy no longer changes. Continue with "
+                    "--set outer-kl-backtracks=10 (halve such a step until it is within the limit) or a larger "
+                    "outer-kl-limit")
+
+    @staticmethod
+    def took_no_step(logs: Mapping[str, Any]) -> bool:
+        return logs.get("outer_steps") == 0
     title = "ProMP"
 
     @staticmethod

@@ -15,7 +15,7 @@ import torch
 from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import fit_advantages
 from maml_rl.data.episodes import BatchEpisodes
-from maml_rl.config.hyperparameters import DEFAULTS
+from maml_rl.metalearners.gradient.keys import DEFAULTS
 from maml_rl.policies.policy import require_params_argument
 from maml_rl.policies.task_params import TaskParams
 

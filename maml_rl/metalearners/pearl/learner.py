@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from maml_rl.config.hyperparameters import DEFAULTS, PEARL_KEYS
+from .keys import DEFAULTS, PEARL_KEYS
 from maml_rl.data.replay import MultiTaskReplay
 from maml_rl.data.stats import transition_stats
 from maml_rl.data.transitions import TransitionBatch, Transitions
@@ -41,8 +41,8 @@ class PEARL(MetaLearner):
 
     hyperparameters = PEARL_KEYS
     unused_shared_keys: ClassVar[dict[str, str]] = {
-        key: "PEARL adapts by inferring z from context, not by gradient steps on returns"
-        for key in ("num-steps", "fast-lr", "loss-averaging", "gae-lambda")}
+        key: "PEARL's critics learn from one-step targets; there is no GAE"
+        for key in ("gae-lambda",)}
     protocol: ClassVar[str] = "pearl-posterior"
 
     def __init__(self, policy: PEARLPolicy, *, num_train_tasks: int = DEFAULTS.num_train_tasks,
@@ -121,13 +121,12 @@ class PEARL(MetaLearner):
         return {"conditioning_size": config["latent-size"]}
 
     @classmethod
-    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int, evaluation_episodes: int,
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: Optional[int], evaluation_episodes: int,
                             eval_actions: str, batch_size: int) -> EvaluationProtocol:
         first, trajectories = config["num-exp-traj-eval"], config["eval-trajectories"]
         mean = ", mean actions" if eval_actions == "mean" else ""
         return EvaluationProtocol(
-            {"protocol": "pearl-posterior", "num-steps": None, "fast-lr": None, "episodes-per-trial": None,
-             "evaluation-episodes": None, "eval-trajectories": trajectories, "num-exp-traj-eval": first},
+            {"protocol": "pearl-posterior", "eval-trajectories": trajectories, "num-exp-traj-eval": first},
             " (PEARL)", f"{batch_size} run(s) per task of {trajectories} trajectories, z from the prior for the "
             f"first {first} and then from the posterior of the run's own transitions{mean}; rows: trajectory",
             "trajectory 0, z from the prior", "last trajectory", ("first trajectory", "last trajectory"))

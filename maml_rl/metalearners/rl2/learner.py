@@ -32,7 +32,8 @@ import torch
 from gymnasium import spaces
 
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.config.hyperparameters import DEFAULTS, RL2_PPO_KEYS, Hyperparameter
+from maml_rl.config.hyperparameters import Hyperparameter
+from maml_rl.metalearners.rl2.keys import DEFAULTS, RL2_PPO_KEYS
 from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
 from maml_rl.data.stats import trial_stats
@@ -56,10 +57,6 @@ class RL2PPO(MetaLearner):
     recurrent: ClassVar[bool] = True
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = RL2_PPO_KEYS
     #: Shared keys of gradient adaptation, refused at any value but their default.
-    unused_shared_keys: ClassVar[dict[str, str]] = {
-        key: "RL² adapts in the policy's state, not by gradient steps"
-        for key in ("num-steps", "fast-lr", "loss-averaging")}
-
     def __init__(self, policy: torch.nn.Module, *, episodes_per_trial: int = DEFAULTS.episodes_per_trial,
                  epochs: int = DEFAULTS.ppo_epochs, minibatches: int = DEFAULTS.ppo_minibatches,
                  clip: float = DEFAULTS.clip, lr: float = DEFAULTS.lr, entropy_coef: float = DEFAULTS.entropy_coef,
@@ -172,13 +169,12 @@ class RL2PPO(MetaLearner):
         return Evaluation(returns[..., None], None if success is None else success[..., None])
 
     @classmethod
-    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int, evaluation_episodes: int,
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int | None, evaluation_episodes: int,
                             eval_actions: str, batch_size: int) -> EvaluationProtocol:
         mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
         return EvaluationProtocol(
-            {"protocol": "rl2-trials", "num-steps": None, "fast-lr": None,
-             "episodes-per-trial": config["episodes-per-trial"], "evaluation-episodes": evaluation_episodes,
-             "eval-trajectories": None, "num-exp-traj-eval": None},
+            {"protocol": "rl2-trials", "episodes-per-trial": config["episodes-per-trial"],
+             "evaluation-episodes": evaluation_episodes},
             " (RL²)", f"{batch_size} trials of {config['episodes-per-trial']} episodes per task, then "
             f"{evaluation_episodes} evaluation episodes from the adapted state{mean}; "
             "rows: episode of the trial, the last row the evaluation episodes",

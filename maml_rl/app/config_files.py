@@ -8,8 +8,10 @@ unknown key, a key of another algorithm than the configuration's
 environment id raises :class:`ConfigError` naming the key, the value and
 what is expected.
 
-The keys, their defaults and their checks are declared once, in
-:mod:`maml_rl.config.hyperparameters`; ``python -m maml_rl.config --markdown``
+The shared keys are declared in :mod:`maml_rl.config.hyperparameters`, each
+algorithm's beside its code (its learner's ``hyperparameters``), and the
+``algorithm`` key's values are the registry's (:data:`maml_rl.metalearners.METALEARNERS`):
+this module asks it, and so sits above the algorithms. ``python -m maml_rl.app.config_files --markdown``
 prints them as the Markdown table of ``docs/training.md``
 (:func:`markdown_reference`).
 """
@@ -25,13 +27,16 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from maml_rl.envs.meta_env import check_meta_env
-from maml_rl.config.hyperparameters import ALGORITHM_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
+from maml_rl.config.declaration import Check, _name
+from maml_rl.config.hyperparameters import EARLIER_SHARED_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
 from maml_rl.config.yaml_rules import ConfigLoader
+from maml_rl.envs.meta_env import check_meta_env
+from maml_rl.metalearners import DEFAULT_ALGORITHM, METALEARNERS
 
 __all__ = [
-    "CONFIG_KEYS",
+    "ALGORITHM_KEY",
     "ConfigError",
+    "all_config_keys",
     "apply_overrides",
     "build_env",
     "config_diff",
@@ -50,16 +55,13 @@ class ConfigError(ValueError):
     """A configuration (file, key, value or environment) is invalid."""
 
 
-#: Every key some algorithm accepts: the shared keys, then each algorithm's own.
-CONFIG_KEYS: dict[str, Hyperparameter] = {
-    h.key: h for h in (*SHARED_KEYS, *(h for keys in ALGORITHM_KEYS.values() for h in keys))
-}
+#: The key that chooses the meta-learner: a name in the registry, the first one when left out.
+ALGORITHM_KEY = Hyperparameter("algorithm", str, DEFAULT_ALGORITHM, Check(_name, "a meta-learner name"),
+                               "The meta-learner; its own keys are listed in its section below.")
 
 
 def _algorithm_keys() -> dict[str, tuple[Hyperparameter, ...]]:
     """Each registered meta-learner's own keys (its ``hyperparameters``), by algorithm name."""
-    from maml_rl.metalearners import METALEARNERS
-
     return {name: tuple(learner.hyperparameters) for name, learner in METALEARNERS.items()}
 
 
@@ -68,7 +70,12 @@ def config_keys(algorithm: str) -> dict[str, Hyperparameter]:
 
     :raises KeyError: ``algorithm`` is not a key of :data:`maml_rl.metalearners.METALEARNERS`.
     """
-    return {h.key: h for h in (*SHARED_KEYS, *_algorithm_keys()[algorithm])}
+    return {h.key: h for h in (ALGORITHM_KEY, *SHARED_KEYS, *_algorithm_keys()[algorithm])}
+
+
+def all_config_keys() -> dict[str, Hyperparameter]:
+    """Every key some registered algorithm accepts: ``algorithm``, the shared keys, then each algorithm's own."""
+    return {h.key: h for h in (ALGORITHM_KEY, *SHARED_KEYS, *(h for keys in _algorithm_keys().values() for h in keys))}
 
 
 #: A config file is a few KB; one far larger is a mistake (or an attack) that would take minutes to parse.
@@ -149,18 +156,20 @@ def validate_config(raw: Mapping[str, Any], source: str = "config", set_keys: It
     """
     problems: list[tuple[str | None, str]] = []  # (the key at fault, if one, what is wrong)
     config = {}
-    algorithm = _resolve(SHARED_KEYS[0], raw, config, problems)
+    algorithm = _resolve(ALGORITHM_KEY, raw, config, problems)
     sections = _algorithm_keys()
     if "algorithm" in config and algorithm not in sections:
         del config["algorithm"]
         problems.append(("algorithm", f"algorithm: got {algorithm!r} ({type(algorithm).__name__}), expected "
-                                      f"{SHARED_KEYS[0].expected} (one of: {', '.join(sections)})"))
+                                      f"{ALGORITHM_KEY.expected} (one of: {', '.join(sections)})"))
     # With no valid algorithm, only the shared keys are checked, and no key is called unknown for it.
     accepted = config_keys(algorithm) if algorithm in sections else None
     foreign = False
     for key in raw:
         if accepted is None or key in accepted:
             continue
+        if key in EARLIER_SHARED_KEYS and raw[key] == EARLIER_SHARED_KEYS[key]:
+            continue  # written by maml_rl 0.1 for every algorithm; dropped, so that those runs load and resume
         owners = [name for name, keys in sections.items() if any(h.key == key for h in keys)]
         if owners:
             foreign = True
@@ -171,16 +180,14 @@ def validate_config(raw: Mapping[str, Any], source: str = "config", set_keys: It
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append((key, f"unknown key {key!r}{hint}"))
     for hyperparameter in (accepted or {h.key: h for h in SHARED_KEYS}).values():
-        if hyperparameter is not SHARED_KEYS[0]:
+        if hyperparameter is not ALGORITHM_KEY:
             _resolve(hyperparameter, raw, config, problems)
     if accepted is not None:
-        from maml_rl.metalearners import METALEARNERS
-
         # Shared keys an algorithm has no use for: their default is accepted (resolved
         # configs list every key), another value would be silently ignored.
         unused = METALEARNERS[algorithm].unused_shared_keys
         for key, why in unused.items():
-            if key in raw and key in config and config[key] != CONFIG_KEYS[key].default_value():
+            if key in raw and key in config and config[key] != accepted[key].default_value():
                 problems.append((key, f"{key}: {raw[key]!r} has no effect with algorithm {algorithm!r} ({why}); "
                                       f"remove the key"))
         # Keys that only make sense together: the meta-learner says which (before any work starts).
@@ -365,8 +372,8 @@ def markdown_reference() -> str:
     :mod:`maml_rl.config.hyperparameters`); each row gives the key, the values it
     accepts, its default (or "required") and what it does.
     """
-    sections = [("Keys of every algorithm", SHARED_KEYS)]
-    sections += [(f"Keys of `algorithm: {name}` only", keys) for name, keys in ALGORITHM_KEYS.items()]
+    sections = [("Keys of every algorithm", (ALGORITHM_KEY, *SHARED_KEYS))]
+    sections += [(f"Keys of `algorithm: {name}` only", keys) for name, keys in _algorithm_keys().items()]
     lines = []
     for title, keys in sections:
         lines += ["" if lines else None, f"**{title}**", "", "| Key | Type | Default | Description |",
@@ -376,7 +383,7 @@ def markdown_reference() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m maml_rl.config",
+    parser = argparse.ArgumentParser(prog="python -m maml_rl.app.config_files",
                                      description="Reference of the configuration keys of train.py.")
     parser.add_argument("--markdown", action="store_true", help="print it as Markdown tables (docs/training.md)")
     parser.parse_args(argv)

@@ -79,7 +79,9 @@ class Hyperparameter:
 
 # -------------------------------------------------------------------- checks
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An int or a numpy integer (the Python API passes both), never a bool."""
+    return (isinstance(value, int) or type(value).__module__ == "numpy" and hasattr(value, "__index__")) \
+        and not isinstance(value, bool)
 
 
 def integer(minimum: int) -> Check:

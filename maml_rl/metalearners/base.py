@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from maml_rl.data.episodes import BatchEpisodes
-from maml_rl.config.hyperparameters import SHARED_KEYS, Hyperparameter
+from maml_rl.config.hyperparameters import SHARED_KEYS, Hyperparameter, InvalidValue
 from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.policy import Params
 from maml_rl.utils.progress import Progress
@@ -90,6 +90,22 @@ class MetaLearner(ABC):
     stall_advice: ClassVar[str] = ""
     #: Where the long phases of an iteration report (:mod:`maml_rl.utils.progress`); shows nothing by default.
     progress: Progress = Progress()
+
+    @classmethod
+    def check_arguments(cls, **arguments: Any) -> None:
+        """Check constructor keywords by the declarations of the keys they come from (:attr:`hyperparameters`
+        and the shared keys), so that a Python call is refused as a config file would be.
+
+        :raises ValueError: naming the keyword, what it takes and the config key.
+        """
+        declared = {h.argument: h for h in (*SHARED_KEYS, *cls.hyperparameters) if h.argument is not None}
+        for name, value in arguments.items():
+            hyperparameter = declared[name]
+            try:
+                hyperparameter.check.convert(value)
+            except InvalidValue:
+                raise ValueError(f"{cls.__name__}: {name} must be {hyperparameter.expected}, got {value!r} "
+                                 f"(config key {hyperparameter.key})") from None
 
     @classmethod
     def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],

@@ -288,7 +288,7 @@ def test_outer_kl_backtracks_after_steps_within_the_limit_and_their_misuse(sampl
     with pytest.raises(ValueError, match="set outer-kl-limit too"):
         learner_at(state, outer_kl_backtracks=3)
     for bad in (-1, 1.5, True):
-        with pytest.raises(ValueError, match="outer_kl_backtracks must be an int >= 0"):
+        with pytest.raises(ValueError, match="outer_kl_backtracks must be an integer >= 0"):
             learner_at(state, outer_kl_limit=0.1, outer_kl_backtracks=bad)
 
 

@@ -165,7 +165,7 @@ def test_one_chunk_per_trial_makes_update_per_chunk_the_plain_update():
 
 @pytest.mark.parametrize("argument", ["epochs", "minibatches", "bptt_chunk", "episodes_per_trial"])
 def test_learner_arguments_are_checked(argument):
-    with pytest.raises(ValueError, match=f"{argument} must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match=f"{argument} must be an integer >= 1, got 0"):
         RL2PPO(GRUPolicy(6, 2, (8,), 4), **{argument: 0})
 
 
@@ -259,11 +259,11 @@ def test_an_overlap_whose_stride_does_not_divide_the_trial_ends_with_a_shorter_c
 
 @pytest.mark.parametrize(("changes", "message"), [
     ({"bptt_overlap": 4}, r"bptt_overlap \(4\) must be smaller than bptt_chunk \(4\)"),
-    ({"bptt_overlap": -1}, "bptt_overlap must be an int >= 0, got -1"),
+    ({"bptt_overlap": -1}, "bptt_overlap must be an integer >= 0, got -1"),
     ({"bptt_overlap": 1, "update_per_chunk": False}, "bptt_overlap applies to the chunk updates"),
-    ({"baseline_inputs": "actions"}, "baseline_inputs must be 'observations' or 'policy-inputs'"),
+    ({"baseline_inputs": "actions"}, "baseline_inputs must be \"observations\" or \"policy-inputs\""),
     ({"seed": -3}, "seed must be an int >= 0"),
-    ({"trial_inputs": "observations"}, "trial_inputs must be 'rl2' or 'rl2-autoreset'"),
+    ({"trial_inputs": "observations"}, "trial_inputs must be \"rl2\" or \"rl2-autoreset\""),
 ])
 def test_the_recipe_arguments_are_checked(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -283,7 +283,7 @@ def test_target_kl_stops_the_updates_once_one_moves_the_policy_past_it():
     assert logs_b["ppo_updates"] == logs_c["ppo_updates"] == 4  # 2 epochs x 2 minibatches
     for a, b in zip(policy_b.parameters(), policy_c.parameters()):
         assert torch.equal(a, b)
-    with pytest.raises(ValueError, match="target_kl must be None or a number > 0"):
+    with pytest.raises(ValueError, match="target_kl must be null or a number > 0"):
         RL2PPO(GRUPolicy(6, 2, (8,), 4), target_kl=0.0)
 
 

@@ -15,7 +15,8 @@ from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.data.stats import episode_stats
-from maml_rl.metalearners.gradient.keys import DEFAULTS
+from maml_rl.config.hyperparameters import Hyperparameter
+from maml_rl.metalearners.gradient.keys import DEFAULTS, GRADIENT_KEYS
 from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StepLogs
 from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
@@ -47,6 +48,8 @@ class GradientMetaLearner(MetaLearner):
 
     #: The algorithm's name in messages.
     title: ClassVar[str] = "gradient-based meta-learner"
+    #: The inner loop's keys; a member lists them before its own.
+    hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = GRADIENT_KEYS
     inner_loop: InnerLoop
     gae_lambda: float = DEFAULTS.gae_lambda
     #: The value baseline :meth:`sample` fits the advantages with (refitted on every task's episodes, so it
@@ -74,10 +77,7 @@ class GradientMetaLearner(MetaLearner):
                             "recurrent: train it with RL2PPO (algorithm: rl2-ppo)")
         if not getattr(policy, "supports_batched_params", False):
             raise TypeError(f"{type(policy).__name__} does not support stacked per-task parameters")
-        if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
-            raise ValueError(f"{name} needs num_steps >= 1 inner steps, got {num_steps!r}")
-        if isinstance(gae_lambda, bool) or not (isinstance(gae_lambda, (int, float)) and 0.0 <= gae_lambda <= 1.0):
-            raise ValueError(f"{name}: gae_lambda must be a number in [0, 1], got {gae_lambda!r}")
+        self.check_arguments(num_steps=num_steps, gae_lambda=gae_lambda)
         self.device = torch.device(device)
         self.policy = policy.to(self.device)
         self.inner_loop = InnerLoop(fast_lr=fast_lr, num_steps=num_steps, averaging=averaging, objective=objective)

@@ -8,6 +8,7 @@ import torch
 from torch.distributions import Distribution, kl_divergence
 
 from maml_rl.data.episodes import BatchEpisodes, TaskBatch, loss_weights
+from maml_rl.metalearners.ppo import clipped_objective
 from maml_rl.metalearners.gradient.keys import DEFAULTS
 
 
@@ -113,9 +114,7 @@ def clipped_surrogate_loss(log_ratio: torch.Tensor, advantages: torch.Tensor, we
     :param weights: ``[K, M]`` step weights (:func:`~maml_rl.data.episodes.loss_weights`).
     :return: ``[K]`` losses.
     """
-    ratio = torch.exp(log_ratio)
-    clipped = torch.minimum(ratio * advantages, torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages)
-    return -(clipped * weights).sum(-1)
+    return -(clipped_objective(torch.exp(log_ratio), advantages, clip) * weights).sum(-1)
 
 
 def batched_reinforce_hessian(

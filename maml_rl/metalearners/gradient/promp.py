@@ -114,17 +114,10 @@ class ProMP(GradientMetaLearner):
         outer_kl_backtracks: int = DEFAULTS.outer_kl_backtracks,
         gae_lambda: float = DEFAULTS.gae_lambda,
     ) -> None:
-        if isinstance(outer_steps, bool) or not isinstance(outer_steps, int) or outer_steps < 1:
-            raise ValueError(f"outer_steps must be an int >= 1, got {outer_steps!r}")
-        positive = [("outer_lr", outer_lr), ("outer_clip", outer_clip), ("inner_kl_target", inner_kl_target)]
-        if outer_kl_limit is not None:
-            positive.append(("outer_kl_limit", outer_kl_limit))
-        for name, value in positive:
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if isinstance(outer_kl_backtracks, bool) or not isinstance(outer_kl_backtracks, int) \
-                or outer_kl_backtracks < 0:
-            raise ValueError(f"outer_kl_backtracks must be an int >= 0, got {outer_kl_backtracks!r}")
+        self.check_arguments(outer_steps=outer_steps, outer_lr=outer_lr, outer_clip=outer_clip,
+                             inner_kl_coef=inner_kl_coef, inner_kl_target=inner_kl_target,
+                             adaptive_inner_kl=adaptive_inner_kl, outer_kl_limit=outer_kl_limit,
+                             outer_kl_backtracks=outer_kl_backtracks)
         if outer_kl_backtracks and outer_kl_limit is None:
             raise ValueError(f"outer_kl_backtracks={outer_kl_backtracks} shortens steps that exceed outer_kl_limit, "
                              "which is not set: set outer-kl-limit too, or leave outer-kl-backtracks at 0")

@@ -34,6 +34,7 @@ from gymnasium import spaces
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.config.hyperparameters import Hyperparameter
 from maml_rl.metalearners.rl2.keys import DEFAULTS, RL2_PPO_KEYS
+from maml_rl.metalearners.ppo import clipped_objective
 from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.policies.recurrent import GRUPolicy, is_recurrent, rl2_input_size
 from maml_rl.data.stats import trial_stats
@@ -73,24 +74,15 @@ class RL2PPO(MetaLearner):
                 f"{type(policy).__name__}: build a maml_rl.policies.GRUPolicy, or use algorithm: maml-trpo for "
                 "a feed-forward policy"
             )
-        for name, value in (("episodes_per_trial", episodes_per_trial), ("epochs", epochs),
-                            ("minibatches", minibatches), ("bptt_chunk", bptt_chunk)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"RL2PPO: {name} must be an int >= 1, got {value!r}")
-        if isinstance(bptt_overlap, bool) or not isinstance(bptt_overlap, (int, np.integer)) or bptt_overlap < 0:
-            raise ValueError(f"RL2PPO: bptt_overlap must be an int >= 0, got {bptt_overlap!r}")
+        self.check_arguments(episodes_per_trial=episodes_per_trial, epochs=epochs, minibatches=minibatches,
+                             bptt_chunk=bptt_chunk, bptt_overlap=bptt_overlap, baseline_inputs=baseline_inputs,
+                             trial_inputs=trial_inputs, target_kl=target_kl)
         if bptt_overlap >= bptt_chunk:
             raise ValueError(f"RL2PPO: bptt_overlap ({bptt_overlap}) must be smaller than bptt_chunk ({bptt_chunk}): "
                              "each chunk must move the trial on")
         if bptt_overlap and not update_per_chunk:
             raise ValueError("RL2PPO: bptt_overlap applies to the chunk updates: set update_per_chunk (config: "
                              "update-per-chunk: true) or leave bptt-overlap at 0")
-        if baseline_inputs not in ("observations", "policy-inputs"):
-            raise ValueError(f"RL2PPO: baseline_inputs must be 'observations' or 'policy-inputs', got {baseline_inputs!r}")
-        if trial_inputs not in ("rl2", "rl2-autoreset"):
-            raise ValueError(f"RL2PPO: trial_inputs must be 'rl2' or 'rl2-autoreset', got {trial_inputs!r}")
-        if target_kl is not None and not (isinstance(target_kl, (int, float)) and target_kl > 0):
-            raise ValueError(f"RL2PPO: target_kl must be None or a number > 0, got {target_kl!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"RL2PPO: seed must be an int >= 0 (the run seed), got {seed!r}")
         self.policy = policy.to(device)
@@ -302,7 +294,7 @@ class RL2PPO(MetaLearner):
             entropy_per_step = torch.cat([head.entropy(), tail.entropy()])
         ratio = torch.exp(log_probs - data["log_probs"])
         advantages = data["advantages"]
-        surrogate = torch.min(ratio * advantages, ratio.clamp(1 - self.clip, 1 + self.clip) * advantages)
+        surrogate = clipped_objective(ratio, advantages, self.clip)
         entropy = (entropy_per_step * mask).sum() / steps
         loss = -(surrogate * mask).sum() / steps - self.entropy_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)

@@ -50,6 +50,23 @@ def budget_line(config: Mapping[str, Any], learner: Any, horizon: int, start: in
             f"({_count(total)} in all{first}){done}")
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def cost_line(iteration: int, sampling: float, update: float, remaining: int) -> str:
+    """What the first iteration of this process cost, and what the rest of the run takes at that rate (the
+    first of a run also builds the workers and pays one-off costs, so the estimate errs long)."""
+    spent = sampling + update
+    rest = f"; the {remaining} left take about {_duration(remaining * spent)} at this rate" if remaining else ""
+    return (f"iteration {iteration} took {_duration(spent)} (sampling {_duration(sampling)}, update "
+            f"{_duration(update)}){rest}")
+
+
 def finished_line(output: Path, config: Mapping[str, Any]) -> str:
     """Where the run's files are, and the command that evaluates its policy."""
     command = shlex.join(["python", "test.py", "--config", str(output / "config.json"),

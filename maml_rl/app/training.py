@@ -28,7 +28,7 @@ from maml_rl.app.runs import (
     resolve_run_config,
     save_checkpoint,
 )
-from maml_rl.app.progress import PhaseBar, budget_line, finished_line
+from maml_rl.app.progress import PhaseBar, budget_line, cost_line, finished_line
 from maml_rl.app.runs.checkpoints import check_checkpoint_config
 from maml_rl.app.runs.decline import DeclineMonitor
 from maml_rl.app.runs.fits import check_run_fits
@@ -165,6 +165,9 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 if stall.streak >= stall.window:
                     postfix["no_step_for"] = stall.streak
                 progress.set_postfix(postfix)
+                if iteration == start:  # the run's cost, once it is known
+                    progress.write(cost_line(iteration, sampled_time - start_time, optimized_time - sampled_time,
+                                             num_batches - iteration - 1), file=sys.stderr)
                 for text in (warning, stalled and f"iteration {iteration}: {stalled}"):
                     if text:
                         progress.write(f"warning: {text}", file=sys.stderr)

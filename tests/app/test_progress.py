@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import re
+
 import pytest
 import yaml
 
@@ -64,6 +66,10 @@ def test_pearl_reports_its_collection_and_gradient_steps(tmp_path, recorded, cap
                                             *per_iteration, *per_iteration]
     err = capsys.readouterr().err
     assert err.startswith("seed 3, 2 iterations of about 80 env steps (280 in all, 120 collected before the first)\n")
+    # Once the first iteration is done, what it cost and what the rest takes at that rate; said once.
+    costs = re.findall(r"iteration (\d+) took (\d+) s \(sampling (\d+) s, update (\d+) s\); the (\d+) left take "
+                       r"about (\d+) s at this rate\n", err)
+    assert len(costs) == 1 and costs[0][0] == "0" and costs[0][4] == "1", err
     for name in ("initial collection, every training task", "collection (extra)", "SAC gradient steps"):
         assert f"  {name}:   0%|" in err  # the second line, drawn as the phase starts (no delay here)
     folder = tmp_path / "run"
@@ -100,3 +106,12 @@ def test_a_finished_run_prints_no_budget(tmp_path, small_config, capsys):
     assert "seed 2, 1 iteration of about" in capsys.readouterr().err
     run(small_config(tmp_path, **{"num-batches": 1}), folder, "--resume")
     assert "seed 2" not in capsys.readouterr().err
+
+
+def test_the_cost_line_by_hand():
+    from maml_rl.app.progress import cost_line
+
+    assert cost_line(0, 40.2, 11.9, 499) == ("iteration 0 took 52 s (sampling 40 s, update 12 s); the 499 left take "
+                                             "about 7.2 h at this rate")
+    assert cost_line(7, 100.0, 200.0, 0) == "iteration 7 took 5 min (sampling 2 min, update 3 min)"
+    assert cost_line(3, 0.4, 0.2, 60) == "iteration 3 took 1 s (sampling 0 s, update 0 s); the 60 left take about 36 s at this rate"

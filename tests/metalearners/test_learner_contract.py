@@ -6,6 +6,9 @@ The cases run over :data:`~maml_rl.metalearners.METALEARNERS` and over ``helpers
 learner of the tests' own registered with one line; each compares with the algorithm's small run, trained once
 per session (the ``reference_runs`` fixture). A new algorithm needs a small config in
 ``helpers.runs.ReferenceRuns.config`` and its number of evaluation stages in :data:`STAGES`.
+
+What is one algorithm's own (RL²'s adaptation curve, PEARL's replays at their capacity, ProMP's Adam moments in
+the checkpoint) stays in its own file, on the same runs.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ Fixtures:
 * ``small_config``: ``small_config(folder, name="small.yaml", **changes) -> Path`` writes a 2D navigation
   config shrunk to a fraction of a second per iteration (``small_config.values``) with ``changes``;
   ``small_rl2_config(folder, **changes)`` the same for RL²-PPO;
+* ``reference_runs``: ``reference_runs(algorithm) -> Path``, one small uninterrupted train.py run per
+  algorithm (``helpers.runs.ReferenceRuns``), trained the first time a test asks for it and kept for the
+  session: ``tests/metalearners/test_learner_contract.py`` compares its runs with them, and the algorithms'
+  own files read their metrics and checkpoints;
 * ``probe_sampler``, ``drift_sampler``: the samplers several files build alike (``helpers.samplers``).
 
 Shared code that is not a fixture is in ``helpers/`` (test envs, naive references, ``BatchEpisodes``
@@ -102,6 +106,15 @@ def small_config():
 def small_rl2_config(small_config):
     """``small_rl2_config(folder, **changes) -> Path``: the small config for RL²-PPO."""
     return small_config.rl2
+
+
+@pytest.fixture(scope="session")
+def reference_runs(tmp_path_factory, small_config):
+    """``reference_runs(algorithm) -> Path``: the algorithm's small run, trained once per session
+    (:class:`helpers.runs.ReferenceRuns`; ``.config(algorithm, folder)`` writes its config)."""
+    from helpers.runs import ReferenceRuns
+
+    return ReferenceRuns(tmp_path_factory.mktemp("reference-runs"), small_config)
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ env factory by module reference with the parent's ``sys.path``; a script run in 
   ``differential``, ``differential_trials``: the shapes and checks of the differential tests against them;
 * ``vector_envs``: plain gymnasium envs of every space for the ``MultiTaskVectorEnv`` tests;
 * ``episodes``: ``BatchEpisodes`` built by hand;
-* ``scripts`` (train.py, test.py and tools/ as modules), ``runs`` (training runs and their files),
-  ``process_utils`` (watching real processes).
+* ``learners``: ``RandomSearch``, a meta-learner of the tests' own, registered for a test by one line;
+* ``scripts`` (train.py, test.py and tools/ as modules), ``runs`` (training runs and their files, the small
+  run of each algorithm behind the ``reference_runs`` fixture), ``process_utils`` (watching real processes).
 
 This file imports nothing heavy: a worker that unpickles ``helpers.sampler_envs.make_probe_env`` imports it
 first, and some tests check that the workers never load torch.

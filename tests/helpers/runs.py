@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
+import yaml
 
 from helpers.scripts import train
 
@@ -30,3 +32,96 @@ def assert_same_policy(a, b):
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+def metrics_without_time(folder):
+    """A run's metrics.jsonl rows without their wall-clock columns (``time_*``): what a seed decides."""
+    return [{k: v for k, v in row.items() if not k.startswith("time")} for row in read_metrics(folder)]
+
+
+def read_learner_state(folder):
+    """The meta-learner's state in a run's checkpoint.pt (``{}`` for a learner that keeps none)."""
+    return torch.load(Path(folder) / "checkpoint.pt", weights_only=False).get("metalearner", {})
+
+
+def assert_same_state(a, b, where="state"):
+    """Two nested states (dicts, lists, tensors, arrays, numbers) are equal, tensors bit for bit; a difference
+    names where it is (``state.optimizer.state[0]``)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), where
+        for key in a:
+            assert_same_state(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    elif torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b), where
+    else:
+        assert a == b, where
+
+
+#: PEARL's tiny run: a few seconds of 2D navigation. Its replays wrap round at their capacity in the first
+#: iteration (30 initial steps + 40 collected > 45) on the tasks it collects on.
+PEARL_TINY = {
+    "algorithm": "pearl", "env-name": "2DNavigation-v0",
+    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
+    "gamma": 0.99, "hidden-sizes": [16, 16], "nonlinearity": "relu", "fast-batch-size": 1, "meta-batch-size": 2,
+    "num-batches": 3, "latent-size": 3, "context-hidden-sizes": [16], "num-train-tasks": 4,
+    "num-initial-steps": 30, "num-steps-prior": 10, "num-steps-posterior": 10, "num-extra-rl-steps-posterior": 20,
+    "num-train-steps-per-itr": 4, "tasks-per-update": 3, "sac-batch-size": 8, "embedding-batch-size": 6,
+    "replay-capacity": 45, "sac-reward-scale": 10.0, "eval-trajectories": 3, "num-exp-traj-eval": 1,
+}
+
+
+def pearl_config(folder, name="pearl.yaml", **changes):
+    """:data:`PEARL_TINY` with ``changes``, written as YAML into ``folder``."""
+    path = Path(folder) / name
+    path.write_text(yaml.safe_dump({**PEARL_TINY, **changes}))
+    return path
+
+
+class ReferenceRuns:
+    """One small uninterrupted run of train.py per algorithm (seed :attr:`SEED`, ``--num-workers 0``), trained
+    in this process the first time it is asked for and kept: ``reference_runs("promp") -> run folder``.
+
+    :meth:`config` writes the run's config elsewhere, for runs to compare with it. The learner must be in the
+    registry when its run is first asked for (a test's own learner: registered by that test).
+    """
+
+    SEED = 3
+
+    def __init__(self, root, small_config):
+        self.root = Path(root)
+        self.small_config = small_config
+        self.folders = {}
+
+    def config(self, algorithm, folder):
+        """The algorithm's small config, written into ``folder``; its ``num-batches`` is the run's length."""
+        if algorithm == "maml-trpo":
+            return self.small_config(folder)
+        if algorithm == "promp":
+            return self.small_config(folder, **{"algorithm": "promp", "outer-steps": 2})
+        if algorithm == "rl2-ppo":
+            return self.small_config.rl2(folder)
+        if algorithm == "pearl":
+            return pearl_config(folder)
+        if algorithm == "random-search":  # helpers.learners
+            return self.small_config(folder, algorithm="random-search")
+        raise LookupError(f"no small config for algorithm {algorithm!r}: give it one in helpers.runs.ReferenceRuns")
+
+    def num_batches(self, algorithm):
+        """How many iterations its reference run has."""
+        return json.loads((self(algorithm) / "config.json").read_text())["num-batches"]
+
+    def __call__(self, algorithm):
+        if algorithm not in self.folders:
+            folder = self.root / algorithm
+            if folder.exists():
+                raise RuntimeError(f"the reference run of {algorithm} failed earlier in this session: see that test")
+            folder.mkdir()
+            run(self.config(algorithm, folder), folder / "run", "--seed", str(self.SEED))
+            self.folders[algorithm] = folder / "run"
+        return self.folders[algorithm]

@@ -1,106 +1,46 @@
-"""PEARL through train.py and test.py: seeded runs repeat, a resume is exact (replays included),
-test.py's online adaptation is written as the other algorithms' results are."""
+"""PEARL through train.py and test.py: a run's replays are checkpointed wrapped round at their capacity, the
+seed changes the run, test.py's online adaptation is written as the other algorithms' results are (seeded runs
+repeat and a resume is exact, replays included: test_learner_contract.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from maml_rl.app.results import read_record
 
-ROOT = Path(__file__).resolve().parents[2]
-
-pytestmark = [pytest.mark.processes, pytest.mark.slow]
-
-TINY = {
-    "algorithm": "pearl", "env-name": "2DNavigation-v0",
-    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
-    "gamma": 0.99, "hidden-sizes": [16, 16], "nonlinearity": "relu", "fast-batch-size": 1, "meta-batch-size": 2,
-    "num-batches": 3, "latent-size": 3, "context-hidden-sizes": [16], "num-train-tasks": 4,
-    "num-initial-steps": 30, "num-steps-prior": 10, "num-steps-posterior": 10, "num-extra-rl-steps-posterior": 20,
-    "num-train-steps-per-itr": 4, "tasks-per-update": 3, "sac-batch-size": 8, "embedding-batch-size": 6,
-    "replay-capacity": 45, "sac-reward-scale": 10.0, "eval-trajectories": 3, "num-exp-traj-eval": 1,
-}
+from helpers import ROOT
+from helpers.runs import PEARL_TINY, load_policy, pearl_config, read_learner_state, run
+from helpers.scripts import evaluate
 
 
-def train(folder: Path, *args: str) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "train.py"), "--output-folder", str(folder), "--num-workers", "0",
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-def config_file(tmp_path: Path, **changes) -> Path:
-    path = tmp_path / "pearl.yaml"
-    path.write_text(yaml.safe_dump({**TINY, **changes}))
-    return path
-
-
-def checkpoint_learner(folder: Path) -> dict:
-    return torch.load(folder / "checkpoint.pt", weights_only=False)["metalearner"]
-
-
-def assert_same(a, b, where="state"):
-    if isinstance(a, dict):
-        assert set(a) == set(b), where
-        for key in a:
-            assert_same(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif torch.is_tensor(a):
-        assert torch.equal(a, b), where
-    else:
-        assert a == b, where
-
-
-def test_a_resumed_run_is_the_uninterrupted_one_replays_included(tmp_path):
-    config = config_file(tmp_path)
-    train(tmp_path / "whole", "--config", str(config), "--seed", "3")
-    train(tmp_path / "again", "--config", str(config), "--seed", "3")
-    train(tmp_path / "split", "--config", str(config), "--seed", "3", "--num-batches", "1")
-    train(tmp_path / "split", "--resume", "--num-batches", "3")
-    whole, again, split = (torch.load(tmp_path / name / "policy.th") for name in ("whole", "again", "split"))
-    for name in whole:
-        assert torch.equal(whole[name], again[name]) and torch.equal(whole[name], split[name]), name
-    state = checkpoint_learner(tmp_path / "whole")
-    assert_same(state, checkpoint_learner(tmp_path / "split"))
-    # The replays are in the checkpoint, wrapped round at their capacity (30 initial + 3 iterations of 40 > 45).
+def test_the_replays_are_checkpointed_wrapped_round_at_their_capacity(reference_runs):
+    state = read_learner_state(reference_runs("pearl"))
+    # 30 initial steps + 40 per iteration on the tasks collected on > a capacity of 45.
     sizes = [task["size"] for task in state["replay"]["tasks"]]
     assert max(sizes) == 45 and min(sizes) >= 30
-    rows = [line for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
-    assert rows == (tmp_path / "split" / "metrics.jsonl").read_text().splitlines() or all(
-        {k: v for k, v in yaml.safe_load(a).items() if not k.startswith("time")}
-        == {k: v for k, v in yaml.safe_load(b).items() if not k.startswith("time")}
-        for a, b in zip(rows, (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()))
 
 
-def test_the_run_seed_changes_the_run(tmp_path):
-    config = config_file(tmp_path, **{"num-batches": 1})
-    train(tmp_path / "a", "--config", str(config), "--seed", "3")
-    train(tmp_path / "b", "--config", str(config), "--seed", "4")
-    a, b = torch.load(tmp_path / "a" / "policy.th"), torch.load(tmp_path / "b" / "policy.th")
+def test_the_run_seed_changes_the_run(reference_runs, tmp_path):
+    run(pearl_config(tmp_path), tmp_path / "b", "--seed", str(reference_runs.SEED + 1))
+    a, b = load_policy(reference_runs("pearl")), load_policy(tmp_path / "b")
     assert not torch.equal(a["actor.mean.weight"], b["actor.mean.weight"])
-    state_a, state_b = checkpoint_learner(tmp_path / "a"), checkpoint_learner(tmp_path / "b")
+    state_a, state_b = read_learner_state(reference_runs("pearl")), read_learner_state(tmp_path / "b")
     assert not torch.equal(state_a["replay"]["tasks"][0]["actions"], state_b["replay"]["tasks"][0]["actions"])
 
 
-def test_test_py_writes_the_return_of_every_trajectory(tmp_path):
-    config = config_file(tmp_path, **{"num-batches": 1})
-    train(tmp_path / "run", "--config", str(config), "--seed", "3")
-    done = subprocess.run([sys.executable, str(ROOT / "test.py"), "--config", str(tmp_path / "run" / "config.json"),
-                           "--meta-batch-size", "3", "--num-batches", "2", "--fast-batch-size", "2",
-                           "--eval-actions", "mean", "--num-workers", "0"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "(PEARL)" in done.stdout and "trajectory 0, z from the prior" in done.stdout
-    with np.load(tmp_path / "run" / "results.npz", allow_pickle=True) as results:
+def test_test_py_writes_the_return_of_every_trajectory(reference_runs, tmp_path, capsys):
+    capsys.readouterr()
+    evaluate.main(["--config", str(reference_runs("pearl") / "config.json"), "--meta-batch-size", "3",
+                   "--num-batches", "2", "--fast-batch-size", "2", "--eval-actions", "mean", "--num-workers", "0",
+                   "--output", str(tmp_path / "results.npz")])
+    out = capsys.readouterr().out
+    assert "(PEARL)" in out and "trajectory 0, z from the prior" in out
+    with np.load(tmp_path / "results.npz", allow_pickle=True) as results:
         assert results["returns_per_step"].shape == (3, 6)  # trajectories x tasks
         assert results["train_returns"].shape == (6, 2) and results["valid_returns"].shape == (6, 2)
         assert (results["returns_per_step"] < 0).all()  # 2D navigation: minus distances
@@ -110,14 +50,14 @@ def test_test_py_writes_the_return_of_every_trajectory(tmp_path):
 
 
 def tiny_policy_and_learner():
-    """TINY's PEARL policy and learner on 2D navigation with 10-step episodes, seed 1."""
+    """PEARL_TINY's policy and learner on 2D navigation with 10-step episodes, seed 1."""
     import gymnasium as gym
 
     import maml_rl.envs  # noqa: F401
     from maml_rl.app.config_files import validate_config
     from maml_rl.metalearners import PEARL
 
-    config = validate_config({**TINY, "seed": 1})
+    config = validate_config({**PEARL_TINY, "seed": 1})
     policy = PEARL.make_policy(gym.make("2DNavigation-v0", max_episode_steps=10), config)
     return policy, PEARL.from_config(policy, config, device="cpu")
 
@@ -153,26 +93,33 @@ def test_pearl_collects_and_evaluates_where_its_weights_are():
         learner.sample(sampler, learner.sample_tasks(sampler, 2), device="not-a-device")
         collections = len(devices)
         learner.evaluate(sampler, sampler.sample_tasks(2), device="not-a-device")
-    assert collections >= 2 and len(devices) == collections + TINY["eval-trajectories"]
+    assert collections >= 2 and len(devices) == collections + PEARL_TINY["eval-trajectories"]
     assert all(d == torch.device("cpu") for d in devices), devices
 
 
+@pytest.mark.processes
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_pearl_trains_resumes_and_evaluates_on_cuda(tmp_path):
-    config = config_file(tmp_path, **{"num-batches": 1})
-    train(tmp_path / "run", "--config", str(config), "--seed", "3", "--device", "cuda")
-    train(tmp_path / "run", "--resume", "--num-batches", "2", "--device", "cuda")
-    for device in ("cuda", "cpu"):
-        done = subprocess.run([sys.executable, str(ROOT / "test.py"), "--config", str(tmp_path / "run" / "config.json"),
-                               "--meta-batch-size", "2", "--num-batches", "1", "--num-workers", "0",
-                               "--device", device], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # The scripts in subprocesses: CUDA is then never initialised in the test process.
+    def script(name, *args):
+        done = subprocess.run([sys.executable, str(ROOT / f"{name}.py"), "--num-workers", "0", *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
+
+    config = pearl_config(tmp_path, **{"num-batches": 1})
+    script("train", "--output-folder", str(tmp_path / "run"), "--config", str(config), "--seed", "3",
+           "--device", "cuda")
+    script("train", "--output-folder", str(tmp_path / "run"), "--resume", "--num-batches", "2", "--device", "cuda")
+    for device in ("cuda", "cpu"):
+        script("test", "--config", str(tmp_path / "run" / "config.json"), "--meta-batch-size", "2", "--num-batches",
+               "1", "--device", device)
 
 
 def test_pearl_configs_are_checked(tmp_path):
     from maml_rl.app.config_files import ConfigError, validate_config
 
     with pytest.raises(ConfigError, match="out of num-train-tasks"):
-        validate_config({**TINY, "meta-batch-size": 5})
+        validate_config({**PEARL_TINY, "meta-batch-size": 5})
     with pytest.raises(ConfigError, match="gae-lambda.*has no effect with algorithm 'pearl'"):
-        validate_config({**TINY, "gae-lambda": 0.9})
+        validate_config({**PEARL_TINY, "gae-lambda": 0.9})

@@ -1,13 +1,13 @@
 """ProMP: the LVC inner objective against REINFORCE and against its Hessian
 written out by hand, the clipped objective by hand, the meta-gradient against
-a plain per-task loop, the refusals, the degenerate shapes, and exact resume."""
+a plain per-task loop, the refusals, the degenerate shapes, and what a run logs and checkpoints (its exact
+resume: test_learner_contract.py)."""
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
 
-import numpy as np
 import pytest
 import torch
 from torch.func import functional_call
@@ -24,9 +24,7 @@ from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.episodes import random_episodes
-from helpers.runs import read_metrics
-from helpers.scripts import evaluate as test_script
-from helpers.scripts import train
+from helpers.runs import read_learner_state, read_metrics
 
 
 def random_batch(num_tasks=3, rows=7, obs=2, discrete=None, generator=None, dtype=torch.float32):
@@ -327,27 +325,11 @@ def test_recurrent_and_unstackable_policies_are_refused():
         InnerLoop(objective="dice")
 
 
-def test_train_py_runs_promp_and_resumes_bit_identically(tmp_path, small_config):
-    config = small_config(tmp_path, **{"algorithm": "promp", "num-batches": 3, "outer-steps": 2})
-
-    def run(output, *extra):
-        train.main(["--config", str(config), "--output-folder", str(output), "--num-workers", "0", "--seed", "2",
-                    *extra])
-
-    run(tmp_path / "whole")
-    run(tmp_path / "pieces", "--num-batches", "1")
-    run(tmp_path / "pieces", "--resume", "--num-batches", "3")
-    whole, pieces = read_metrics(tmp_path / "whole"), read_metrics(tmp_path / "pieces")
+def test_train_py_logs_both_kls_and_checkpoints_adams_moments(reference_runs):
+    """On the small ProMP run (its exact resume and test.py's results: test_learner_contract.py)."""
+    folder = reference_runs("promp")
+    whole = read_metrics(folder)
     assert len(whole) == 3 and "inner_kl" in whole[0] and "outer_kl" in whole[0]
-    for a, b in zip(whole, pieces, strict=True):
-        assert {k: v for k, v in a.items() if not k.startswith("time")} == \
-            {k: v for k, v in b.items() if not k.startswith("time")}
-    pa = torch.load(tmp_path / "whole" / "policy.th", weights_only=True)
-    pb = torch.load(tmp_path / "pieces" / "policy.th", weights_only=True)
-    assert all(torch.equal(pa[k], pb[k]) for k in pa)
     # Resuming without Adam's moments would differ: the checkpoint carries them.
-    checkpoint = torch.load(tmp_path / "pieces" / "checkpoint.pt", weights_only=False)
-    assert checkpoint["metalearner"]["num_updates"] == 3 and checkpoint["metalearner"]["optimizer"]["state"]
-    results = test_script.main(["--config", str(tmp_path / "whole" / "config.json"), "--meta-batch-size", "2",
-                                "--num-workers", "0"])
-    assert results["returns_per_step"].shape == (2, 2) and np.isfinite(results["returns_per_step"]).all()
+    state = read_learner_state(folder)
+    assert state["num_updates"] == 3 and state["optimizer"]["state"]

@@ -1,5 +1,5 @@
-"""RL²-PPO: train.py and test.py with ``algorithm: rl2-ppo``, exact resume, the
-learner's refusals, and PPO's clipped objective against a hand computation."""
+"""RL²-PPO: train.py's adaptation curve and test.py's trial with ``algorithm: rl2-ppo``, the learner's
+refusals, and PPO's clipped objective against a hand computation (its exact resume: test_learner_contract.py)."""
 
 from __future__ import annotations
 
@@ -12,30 +12,24 @@ from maml_rl.metalearners import MAMLTRPO, RL2PPO
 from maml_rl.policies import GRUPolicy, NormalMLPPolicy, rl2_input_size
 from maml_rl.samplers import MultiTaskSampler
 
-from helpers.runs import read_metrics, run
+from helpers.runs import load_policy, read_metrics
 from helpers.scripts import evaluate as test_script
 
 
-def test_train_writes_the_adaptation_curve_and_resumes_exactly(tmp_path, capsys, small_rl2_config):
-    config = small_rl2_config(tmp_path)
-    run(config, tmp_path / "whole", "--seed", "3")
-    run(config, tmp_path / "pieces", "--seed", "3", "--num-batches", "1")
-    run(config, tmp_path / "pieces", "--resume", "--num-batches", "2")
-    whole, pieces = read_metrics(tmp_path / "whole"), read_metrics(tmp_path / "pieces")
+def test_train_writes_the_adaptation_curve_and_test_py_labels_the_trial(reference_runs, tmp_path, capsys):
+    """On the small RL² run (its resume, state and results' shape: test_learner_contract.py)."""
+    folder = reference_runs("rl2-ppo")
+    whole = read_metrics(folder)
     assert [sorted(k for k in row if k.startswith("return_episode")) for row in whole] == \
         [["return_episode_0", "return_episode_1", "return_episode_2"]] * 2
-    for a, b in zip(whole, pieces, strict=True):
-        assert {k: v for k, v in a.items() if not k.startswith("time")} == \
-            {k: v for k, v in b.items() if not k.startswith("time")}
-    pa = torch.load(tmp_path / "whole" / "policy.th", weights_only=True)
-    pb = torch.load(tmp_path / "pieces" / "policy.th", weights_only=True)
-    assert pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
-    assert "gru.weight_hh_l0" in pa
+    assert "gru.weight_hh_l0" in load_policy(folder)
     # 3 tasks x 4 trials x 3 episodes of 10 steps (2D navigation's episodes run to the horizon).
     assert whole[0]["env_steps"] == 3 * 4 * 3 * 10
 
-    results = test_script.main(["--config", str(tmp_path / "whole" / "config.json"), "--meta-batch-size", "2",
-                                "--num-workers", "0", "--eval-actions", "mean", "--evaluation-episodes", "2"])
+    capsys.readouterr()
+    results = test_script.main(["--config", str(folder / "config.json"), "--meta-batch-size", "2",
+                                "--num-workers", "0", "--eval-actions", "mean", "--evaluation-episodes", "2",
+                                "--output", str(tmp_path / "results.npz")])
     # Rows: the 3 episodes of the adaptation trial, then the evaluation episodes.
     assert results["returns_per_step"].shape == (4, 2)
     assert np.isfinite(results["returns_per_step"]).all()

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from maml_rl.app.results import read_record
-from maml_rl.config.loading import build_env, load_config
+from maml_rl.app.config_files import build_env, load_config
 from maml_rl.metalearners import METALEARNERS, make_metalearner, make_policy
 
 from helpers import learners
@@ -128,7 +128,7 @@ def test_test_py_writes_the_documented_results(algorithm, reference_runs, tmp_pa
             np.testing.assert_array_equal(results[key], returned[key])
         record = read_record(results)
     config = load_config(folder / "config.json")
-    protocol = METALEARNERS[algorithm].evaluation_protocol(config, num_steps=config["num-steps"],
+    protocol = METALEARNERS[algorithm].evaluation_protocol(config, num_steps=None,
                                                            evaluation_episodes=3, eval_actions="sample",
                                                            batch_size=2)
     assert record["settings"]["protocol"] == protocol.settings["protocol"]

@@ -58,8 +58,8 @@ PACKAGE_SIBLINGS = [("maml_rl.samplers", "maml_rl.metalearners")]
 # pytorch-maml-rl's names: anything may import them; at their top level they import only each other, and reach
 # the package inside the functions that resolve an old name.
 LEGACY = ("maml_rl.legacy", "maml_rl.episode", "maml_rl.utils.helpers", "maml_rl.utils.reinforcement_learning")
-# The package root holds only subpackages, the legacy shim of pytorch-maml-rl's ``maml_rl.episode`` and __init__.
-ROOT_FILES = {"__init__.py", "episode.py"}
+# The package root holds only subpackages and __init__.
+ROOT_FILES = {"__init__.py"}
 
 
 def module_name(path: Path) -> str:
@@ -249,7 +249,7 @@ def test_the_sampler_facade_stays_small():
 
 
 def test_the_root_holds_one_subpackage_per_layer():
-    """Every module of the root moved into the folder of its layer; only __init__ and a legacy shim stay."""
+    """Every module of the root moved into the folder of its layer; only __init__ stays."""
     assert {p.name for p in PACKAGE.glob("*.py")} == ROOT_FILES
     folders = {f"maml_rl.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert folders == {prefix for prefix in PACKAGE_RANKS if prefix.count(".") == 1} | {"maml_rl.legacy"}

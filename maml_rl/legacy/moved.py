@@ -68,6 +68,7 @@ ADAPTERS: dict[str, str] = {
     "maml_rl.utils.torch_utils": "maml_rl.legacy.tensors:adapt",  # weighted_mean, to_numpy, ...
     "maml_rl.config": "maml_rl.legacy.config:adapt_package",  # maml_rl.config.load_config, ...
     "maml_rl.config.loading": "maml_rl.legacy.config:adapt_loading",  # the reference's config.json
+    "maml_rl.samplers.sampler": "maml_rl.legacy.sampler:adapt",  # env=, sample, sample_async, sample_wait
 }
 
 

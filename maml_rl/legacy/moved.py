@@ -69,6 +69,7 @@ ADAPTERS: dict[str, str] = {
     "maml_rl.config": "maml_rl.legacy.config:adapt_package",  # maml_rl.config.load_config, ...
     "maml_rl.config.loading": "maml_rl.legacy.config:adapt_loading",  # the reference's config.json
     "maml_rl.samplers.sampler": "maml_rl.legacy.sampler:adapt",  # env=, sample, sample_async, sample_wait
+    "maml_rl.metalearners": "maml_rl.legacy.trpo:adapt",  # MAMLTRPO's positional order, step(max_kl=...)
 }
 
 

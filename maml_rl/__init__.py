@@ -4,11 +4,12 @@ One subpackage per layer (docs/architecture.md), bottom to top: ``utils``,
 ``envs``, ``policies``, ``config`` (the key table and config files), ``data``
 (episodes, trials, the baseline), ``samplers`` and ``metalearners`` (side by
 side), ``app`` (training, evaluation, run folders, reports). ``legacy`` keeps
-the names of pytorch-maml-rl and of this package's earlier module paths.
+the names of pytorch-maml-rl and of this package's earlier module paths: this
+file installs it, and no other module imports it.
 """
 
-from maml_rl.legacy.moved import install as _install_moved_modules
+from maml_rl.legacy import install as _install_legacy
 
 __version__ = "0.1.0"
 
-_install_moved_modules()
+_install_legacy()

@@ -52,14 +52,14 @@ PACKAGE_RANKS = {
     "maml_rl.data": 4,
     "maml_rl.samplers": 5, "maml_rl.metalearners": 5,
     "maml_rl.app": 7,
+    # pytorch-maml-rl's names and this package's earlier paths, as adapters over the rest: the top, and the
+    # package root (maml_rl/__init__.py, which installs it) is the only module that imports it.
+    "maml_rl.legacy": 8,
 }
 # Other meta-RL code imports the sampler alone; the algorithms take a sampler and never import it.
 PACKAGE_SIBLINGS = [("maml_rl.samplers", "maml_rl.metalearners")]
-# pytorch-maml-rl's names: anything may import them; at their top level they import only each other, and reach
-# the package inside the functions that resolve an old name.
-LEGACY = ("maml_rl.legacy", "maml_rl.episode", "maml_rl.utils.helpers", "maml_rl.utils.reinforcement_learning")
-# The package root holds only subpackages, the legacy shim of pytorch-maml-rl's ``maml_rl.episode`` and __init__.
-ROOT_FILES = {"__init__.py", "episode.py"}
+# The package root holds only subpackages and __init__.
+ROOT_FILES = {"__init__.py"}
 
 
 def module_name(path: Path) -> str:
@@ -208,22 +208,17 @@ def top_level_imports(path: Path) -> set[str]:
 
 def test_every_module_has_a_layer():
     """A newcomer can name any file's layer from its path: a new module must be placed in the table."""
-    strays = [m for m in MODULES if m != "maml_rl" and package_rank(m)[0] is None
-              and not any(within(m, old) for old in LEGACY)]
+    strays = [m for m in MODULES if m != "maml_rl" and package_rank(m)[0] is None]
     assert strays == []
 
 
 def test_the_package_imports_downward_only():
     upward = []
     for module, targets in GRAPH.items():
-        if any(within(module, old) for old in LEGACY):
-            continue
         own, rank = package_rank(module)
         if own is None:
             continue
         for target in targets:
-            if any(within(target, old) for old in LEGACY):
-                continue
             other, other_rank = package_rank(target)
             if other is None or other == own:
                 continue
@@ -232,12 +227,22 @@ def test_the_package_imports_downward_only():
     assert upward == []
 
 
-def test_legacy_names_load_nothing_but_each_other():
+def test_only_the_package_root_imports_legacy():
+    """The old names are at the edge: adapters over the rest, which knows nothing of them."""
+    importers = sorted(f"{module} -> {target}" for module, targets in GRAPH.items()
+                       if module != "maml_rl" and not within(module, "maml_rl.legacy")
+                       for target in targets if within(target, "maml_rl.legacy"))
+    assert importers == []
+    assert "maml_rl.legacy" in GRAPH["maml_rl"]
+
+
+def test_legacy_loads_nothing_but_itself_with_the_package():
+    """``import maml_rl`` (a worker process's too) installs legacy: at its top level it loads only itself."""
     loaded = {}
     for module, path in MODULES.items():
-        if any(within(module, old) for old in LEGACY):
+        if within(module, "maml_rl.legacy"):
             ours = {t for t in top_level_imports(path) if t and t.startswith("maml_rl")}
-            outside = sorted(t for t in ours if not any(within(t, old) for old in LEGACY))
+            outside = sorted(t for t in ours if not within(t, "maml_rl.legacy"))
             if outside:
                 loaded[module] = outside
     assert loaded == {}
@@ -249,10 +254,10 @@ def test_the_sampler_facade_stays_small():
 
 
 def test_the_root_holds_one_subpackage_per_layer():
-    """Every module of the root moved into the folder of its layer; only __init__ and a legacy shim stay."""
+    """Every module of the root moved into the folder of its layer; only __init__ stays."""
     assert {p.name for p in PACKAGE.glob("*.py")} == ROOT_FILES
     folders = {f"maml_rl.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
-    assert folders == {prefix for prefix in PACKAGE_RANKS if prefix.count(".") == 1} | {"maml_rl.legacy"}
+    assert folders == {prefix for prefix in PACKAGE_RANKS if prefix.count(".") == 1}
 
 
 def test_the_folder_rule_would_catch_an_upward_import():

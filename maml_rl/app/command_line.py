@@ -20,7 +20,6 @@ from typing import Any, Callable
 from maml_rl.app.config_files import ConfigError
 from maml_rl.app.runs.files import RunWriteError
 from maml_rl.samplers.errors import StepTimeoutError
-from maml_rl.legacy.warn import LegacyAPIWarning
 
 __all__ = ["SignalExit", "run_script"]
 
@@ -72,8 +71,8 @@ def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -
         (e.g. how to continue it), or a function that returns it, called then.
     """
     _install_signal_handlers()
-    # DeprecationWarnings are hidden outside __main__; an old config.json's should be seen.
-    warnings.simplefilter("default", LegacyAPIWarning)
+    # DeprecationWarnings are hidden outside __main__; the package's own (an old config.json's) should be seen.
+    warnings.filterwarnings("default", category=DeprecationWarning, module=r"maml_rl(\.|$)")
     try:
         main()
     except ConfigError as error:

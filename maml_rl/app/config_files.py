@@ -23,7 +23,7 @@ import difflib
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -37,6 +37,7 @@ __all__ = [
     "ALGORITHM_KEY",
     "ConfigError",
     "all_config_keys",
+    "FILE_ADAPTERS",
     "apply_overrides",
     "build_env",
     "config_diff",
@@ -80,6 +81,11 @@ def all_config_keys() -> dict[str, Hyperparameter]:
 
 #: A config file is a few KB; one far larger is a mistake (or an attack) that would take minutes to parse.
 MAX_CONFIG_BYTES = 1 << 20
+
+#: Functions from a file's raw mapping to the one :func:`load_config` reads, applied in order before the
+#: overrides (``maml_rl.legacy`` adds one: it leaves out the command-line arguments that pytorch-maml-rl's
+#: train.py wrote into its config.json).
+FILE_ADAPTERS: list[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = []
 
 
 def read_config_file(path: str | Path) -> dict:
@@ -257,10 +263,11 @@ def load_config(path: str | Path, overrides: Iterable[tuple[str, Any]] = ()) -> 
     :param overrides: ``(key, value)`` pairs applied before validation (``--set``: named as such in errors).
     :raises ConfigError: see :func:`validate_config`.
     """
-    from maml_rl.legacy.config import drop_reference_run_keys
-
     overrides = list(overrides)
-    raw = apply_overrides(drop_reference_run_keys(read_config_file(path)), overrides)
+    raw: Mapping[str, Any] = read_config_file(path)
+    for adapt in FILE_ADAPTERS:
+        raw = adapt(raw)
+    raw = apply_overrides(raw, overrides)
     return validate_config(raw, source=str(path), set_keys=overridden_keys(overrides))
 
 

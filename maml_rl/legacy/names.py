@@ -1,9 +1,10 @@
 """The functions and classes of pytorch-maml-rl's modules that moved or changed.
 
 The old module paths (``maml_rl.utils.helpers``, ``maml_rl.utils.reinforcement_learning``,
-``maml_rl.episode``) are three-line modules whose ``__getattr__`` is
-:func:`~maml_rl.legacy.warn.module_getattr` over :data:`MOVED` and :data:`GONE`:
-a name is looked up here when a script imports it, which warns once.
+``maml_rl.episode``) have no file: :mod:`maml_rl.legacy.moved`'s finder makes
+each a module whose ``__getattr__`` is :func:`~maml_rl.legacy.warn.module_getattr`
+over :data:`MOVED` and :data:`GONE`: a name is looked up here when a script
+imports it, which warns once.
 """
 
 from __future__ import annotations

@@ -1,21 +1,31 @@
-"""pytorch-maml-rl's sampler calls: the ``env=`` and ``baseline`` arguments, ``sample``, ``sample_async`` and
-``sample_wait``.
+"""pytorch-maml-rl's sampler calls: the ``env=`` argument, ``sample``, ``sample_async`` and ``sample_wait``.
 
-The reference ran the sampling in background threads and returned asyncio
-futures, so that its ``MAMLTRPO.step`` could start on the first tasks while
-others were still being sampled. Here ``sample`` is already parallel over the
-workers and returns finished episodes; ``sample_async`` returns those
-finished episodes in the futures' place, which is all its callers did with them
-(``step(*futures)``, then ``sample_wait(futures)``).
+:func:`adapt` attaches them to :class:`~maml_rl.samplers.MultiTaskSampler`
+when ``maml_rl.samplers.sampler`` is imported (:mod:`maml_rl.legacy.moved`);
+the sampler itself knows none of them. Each is an adapter over the new API:
+
+- ``sample`` and ``sample_async`` are
+  ``maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...)``, which fits
+  the sampler's ``baseline`` (the constructor's fifth argument, kept) as the
+  reference's sampler did;
+- the reference ran the sampling in background threads and returned asyncio
+  futures, so that its ``MAMLTRPO.step`` could start on the first tasks while
+  others were still being sampled. Here the sampling is already parallel over
+  the workers; ``sample_async`` returns the finished episodes in the futures'
+  place, which is all its callers did with them (``step(*futures)``, then
+  ``sample_wait(futures)``);
+- ``MultiTaskSampler(..., env=env)`` accepts an env built from the same id (the
+  sampler builds its own).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 from maml_rl.legacy.warn import warn_once
 
-__all__ = ["LegacySamplerMethods", "check_env_argument"]
+__all__ = ["adapt", "check_env_argument", "sample", "sample_async", "sample_wait"]
 
 
 def check_env_argument(env: Any, sampler_env: Any) -> None:
@@ -33,55 +43,67 @@ def check_env_argument(env: Any, sampler_env: Any) -> None:
         )
 
 
-class LegacySamplerMethods:
-    """``sample``, ``sample_async``, ``sample_wait`` and the ``baseline`` fit for
-    :class:`~maml_rl.samplers.MultiTaskSampler`."""
+def _accepting_env(init: Callable[..., None]) -> Callable[..., None]:
+    """``MultiTaskSampler.__init__`` that also takes the reference's ``env=`` (checked, then unused)."""
 
-    def sample(self, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
-        """pytorch-maml-rl's MAML loop on the sampler: roll out, adapt, roll out again.
+    @functools.wraps(init)
+    def __init__(self, *args: Any, env: Any = None, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if env is not None:
+            try:
+                check_env_argument(env, self.env)
+            except BaseException:
+                self.close()
+                raise
 
-        Deprecated: the loop is the algorithm's, not the sampler's. Call
-        ``maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...)`` (the same
-        arguments, the same bits) or a learner's ``learner.sample(sampler, tasks)``.
-        """
-        warn_once("MultiTaskSampler.sample",
-                  "use maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...) with the same arguments (or "
-                  "learner.sample(sampler, tasks)): adapting is the meta-learner's work, not the sampler's")
-        return self._sample_adapt_sample(tasks, *args, **kwargs)
+    __init__.__legacy_env__ = True
+    return __init__
 
-    def _check_legacy_fit(self, averaging: str) -> None:
-        """``rollout(averaging=...)`` is checked before the call counter moves, baseline or not."""
-        from maml_rl.data.episodes import check_loss_averaging
 
-        check_loss_averaging(averaging)
+def _sample_adapt_sample(sampler: Any, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
+    # The one call from the old API into the algorithm layer, made when it is used.
+    from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
-    def _fit_legacy_baseline(self, episodes: Any, gae_lambda: float, averaging: str) -> None:
-        """pytorch-maml-rl's sampler fitted the baseline it was given and set the advantages; so does
-        ``rollout`` with ``baseline=``, from here, so that the sampler itself knows no baseline."""
-        from maml_rl.data.baseline import fit_advantages
+    return sample_adapt_sample(sampler, tasks, *args, **kwargs)
 
-        fit_advantages(episodes, self.baseline, gae_lambda=gae_lambda, averaging=averaging)
 
-    def _sample_adapt_sample(self, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
-        # The one call from the old API into the algorithm layer, made when it is used.
-        from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
+def sample(self: Any, tasks: Any, *args: Any, **kwargs: Any) -> tuple:
+    """pytorch-maml-rl's MAML loop on the sampler: roll out, adapt, roll out again.
 
-        return sample_adapt_sample(self, tasks, *args, **kwargs)
+    Deprecated: the loop is the algorithm's, not the sampler's. Call
+    ``maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...)`` (the same
+    arguments, the same bits) or a learner's ``learner.sample(sampler, tasks)``.
+    """
+    warn_once("MultiTaskSampler.sample",
+              "use maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...) with the same arguments (or "
+              "learner.sample(sampler, tasks)): adapting is the meta-learner's work, not the sampler's")
+    return _sample_adapt_sample(self, tasks, *args, **kwargs)
 
-    def sample_async(self, tasks: Any, **kwargs: Any) -> tuple:
-        """pytorch-maml-rl's asynchronous :meth:`sample`; returns its finished ``(train_episodes, valid_episodes)``."""
-        warn_once("MultiTaskSampler.sample_async",
-                  "use maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...), which returns (train_episodes, "
-                  "valid_episodes) when they are sampled; sample_async returns those finished episodes too, not "
-                  "futures")
-        return self._sample_adapt_sample(tasks, **kwargs)
 
-    def sample_wait(self, episodes_futures: Any) -> tuple:
-        """The ``(train_episodes, valid_episodes)`` that :meth:`sample_async` returned, as they are."""
-        warn_once("MultiTaskSampler.sample_wait",
-                  "drop it: maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...) returns (train_episodes, "
-                  "valid_episodes) directly")
-        if not (isinstance(episodes_futures, tuple) and len(episodes_futures) == 2):
-            raise TypeError("sample_wait() takes what sample_async() returned, a (train_episodes, valid_episodes) "
-                            f"pair; got {type(episodes_futures).__name__}")
-        return episodes_futures
+def sample_async(self: Any, tasks: Any, **kwargs: Any) -> tuple:
+    """pytorch-maml-rl's asynchronous ``sample``; returns its finished ``(train_episodes, valid_episodes)``."""
+    warn_once("MultiTaskSampler.sample_async",
+              "use maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...), which returns (train_episodes, "
+              "valid_episodes) when they are sampled; sample_async returns those finished episodes too, not "
+              "futures")
+    return _sample_adapt_sample(self, tasks, **kwargs)
+
+
+def sample_wait(self: Any, episodes_futures: Any) -> tuple:
+    """The ``(train_episodes, valid_episodes)`` that ``sample_async`` returned, as they are."""
+    warn_once("MultiTaskSampler.sample_wait",
+              "drop it: maml_rl.metalearners.sample_adapt_sample(sampler, tasks, ...) returns (train_episodes, "
+              "valid_episodes) directly")
+    if not (isinstance(episodes_futures, tuple) and len(episodes_futures) == 2):
+        raise TypeError("sample_wait() takes what sample_async() returned, a (train_episodes, valid_episodes) "
+                        f"pair; got {type(episodes_futures).__name__}")
+    return episodes_futures
+
+
+def adapt(module: Any) -> None:
+    """Give ``module.MultiTaskSampler`` pytorch-maml-rl's ``env=`` argument and sampling methods."""
+    cls = module.MultiTaskSampler
+    if not getattr(cls.__init__, "__legacy_env__", False):
+        cls.__init__ = _accepting_env(cls.__init__)
+    for method in (sample, sample_async, sample_wait):
+        setattr(cls, method.__name__, method)

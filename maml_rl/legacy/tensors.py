@@ -1,6 +1,7 @@
 """pytorch-maml-rl's tensor helpers of ``maml_rl.utils.torch_utils`` that this package dropped.
 
-Only torch and numpy here: ``maml_rl.utils.torch_utils`` is low in the layers.
+:func:`adapt` gives ``maml_rl.utils.torch_utils`` a module ``__getattr__`` that
+serves them, each with a warning once, when that module is imported.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["MOVED"]
+from maml_rl.legacy.warn import module_getattr
+
+__all__ = ["MOVED", "adapt"]
 
 
 def weighted_mean(tensor: Any, lengths: Any = None):
@@ -54,3 +57,8 @@ MOVED: dict[str, tuple[Callable[[], Any], str]] = {
     "to_numpy": (lambda: to_numpy, "use tensor.detach().cpu().numpy()"),
     "vector_to_parameters": (_vector_to_parameters, "use torch.nn.utils.vector_to_parameters"),
 }
+
+
+def adapt(torch_utils: Any) -> None:
+    """Serve :data:`MOVED`'s names from ``maml_rl.utils.torch_utils`` (which defines no ``__getattr__`` itself)."""
+    torch_utils.__getattr__ = module_getattr(torch_utils.__name__, MOVED)

@@ -2,8 +2,7 @@
 
 The facade of the sampler's layers (``docs/architecture.md``): it checks its arguments once
 (``settings/``), asks a backend for each rollout (``backends``), and turns the trajectories into
-checked episodes (``trajectories``); it knows nothing of adaptation, and fits a baseline only for
-pytorch-maml-rl's API (``LegacySamplerMethods``).
+checked episodes (``trajectories``); it knows nothing of adaptation, nor of advantages.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import torch
 
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.config.hyperparameters import DEFAULTS
-from maml_rl.data.episodes import LOSS_AVERAGING
-from maml_rl.legacy.sampler import LegacySamplerMethods, check_env_argument
 from maml_rl.policies.recurrent import is_recurrent
 from maml_rl.utils.seeding import draw_seed
 from maml_rl.data.transitions import Transitions
@@ -36,7 +33,7 @@ from .settings.workload import describe_workload, resolve_env_fn
 from .conditioning import check_conditioning_size, checked_conditioning
 from .trajectories import check_outputs, to_episodes, to_transitions, to_trials
 
-class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
+class MultiTaskSampler(SamplerInspection):
     """Samples batches of episodes for many tasks at once, in parallel.
 
     For K tasks and ``batch_size`` episodes each, a call uses ``K * batch_size``
@@ -54,8 +51,8 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     :param batch_size: episodes per task per rollout.
     :param policy: a ``torch.nn.Module`` mapping observations (and an optional ``params=``
         dict) to a ``torch.distributions.Distribution``.
-    :param baseline: pytorch-maml-rl's argument: :meth:`rollout` fits it (in :mod:`maml_rl.legacy.sampler`)
-        and sets the advantages; ``None`` (a meta-learner fits its own) leaves them unset.
+    :param baseline: pytorch-maml-rl's argument, kept as ``sampler.baseline``: the baseline
+        ``maml_rl.metalearners.sample_adapt_sample`` fits when given none. The sampler never fits it.
     :param seed: seed of everything random in sampling; ``None`` draws one (``sampler.seed``).
     :param num_workers: ChildEnv processes (``0``: step the envs in this process); default one
         per usable CPU, ``0`` on one CPU and on the MuJoCo fast path.
@@ -74,7 +71,6 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
     :param step_timeout: seconds a worker process may take over one step (or reset) before the
         call raises ``StepTimeoutError`` (the worker killed, the others ended); ``None``: wait forever.
         Steps in this process (``num_workers=0``) cannot be interrupted.
-    :param env: pytorch-maml-rl's argument, deprecated: an env of ``env_name``'s type, unused.
 
     See ``docs/sampler.md`` for a complete example and the reproducibility contract.
 
@@ -105,7 +101,6 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         info_keys: Optional[Sequence[str]] = None,
         conditioning_size: int = 0,
         step_timeout: Optional[float] = None,
-        env: Any = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -125,8 +120,6 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         self.env_fn = resolve_env_fn(env_name, env_kwargs, env_fn)
         # One env in this process: the task distribution, the spaces, the horizon.
         self.env = self.env_fn()
-        if env is not None:  # pytorch-maml-rl's argument (deprecated)
-            check_env_argument(env, self.env)
         #: The env, the buffers' spec and the episodes per task, as every backend gets them.
         self.workload = describe_workload(self.env_fn, self.env, batch_size, max_episode_steps, info_keys)
         self.env.reset(seed=self.seed)
@@ -164,9 +157,7 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
         params: ParamsArg = None,
         *,
         gamma: float = DEFAULTS.gamma,
-        gae_lambda: float = DEFAULTS.gae_lambda,
         device: Union[str, torch.device, None] = None,
-        averaging: str = LOSS_AVERAGING[0],
         actions: str = "sample",
         conditioning: Any = None,
     ) -> List[BatchEpisodes]:
@@ -184,23 +175,19 @@ class MultiTaskSampler(SamplerInspection, LegacySamplerMethods):
             its most likely action (Normal mean, categorical mode) at every
             step, for evaluation. Such episodes are marked
             (``actions_from == "mean"``) and refused by policy-gradient steps.
-        :returns: one ``BatchEpisodes`` per task, in the order of ``tasks``,
-            with advantages computed when a baseline was given (normalised
-            with ``averaging``'s weighting), and a copy of the parameters that
-            sampled them as ``behaviour_params``.
+        :returns: one ``BatchEpisodes`` per task, in the order of ``tasks``, with
+            their discounted returns (``gamma``) and no advantages
+            (``maml_rl.data.baseline.fit_advantages`` sets them), and a copy of
+            the parameters that sampled them as ``behaviour_params``.
         """
         refuse_recurrent(self.policy, "rollout")
-        self._check_legacy_fit(averaging)
         tasks = list(tasks)
         if not tasks and not self.closed:
             raise ValueError("rollout() needs at least one task")
         device = self._device(device)
         with self._in_use("rollout"):
-            episodes = self._run(tasks, params, device, actions, Trial(), conditioning,
-                                 lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
-            if self.baseline is not None:  # pytorch-maml-rl's sampler took the baseline; a learner fits its own
-                self._fit_legacy_baseline(episodes, gae_lambda, averaging)
-            return episodes
+            return self._run(tasks, params, device, actions, Trial(), conditioning,
+                             lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
 
     def rollout_trials(self, tasks: Sequence[Any], episodes_per_trial: int, *, params: ParamsArg = None,
                        start=None, actions: str = "sample", inputs: str = "rl2", reward_scale: float = 1.0,

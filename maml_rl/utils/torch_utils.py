@@ -10,9 +10,6 @@ import numpy as np
 import torch
 from torch.distributions import Categorical, Distribution, Independent, Normal
 
-from maml_rl.legacy import tensors as _legacy
-from maml_rl.legacy.warn import module_getattr
-
 # Above this horizon the discount matrix (T x T) would get large; fall back to a
 # loop over time steps instead.
 _MAX_MATRIX_HORIZON = 1024
@@ -221,7 +218,3 @@ def unflatten_like(vector: torch.Tensor, like: Iterable[torch.Tensor]) -> list[t
     if offset != vector.numel():
         raise ValueError(f"vector has {vector.numel()} elements, the shapes need {offset}")
     return out
-
-
-# pytorch-maml-rl's weighted_mean, to_numpy and vector_to_parameters, deprecated (maml_rl.legacy).
-__getattr__ = module_getattr(__name__, _legacy.MOVED)

@@ -12,7 +12,7 @@ import torch
 from torch.distributions import Beta, Categorical, Distribution, Independent, Normal
 
 from maml_rl.metalearners.gradient.adaptation import InnerLoop
-from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline, fit_advantages
 from maml_rl.samplers.rollout.noise import actions_from_noise
 from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
@@ -102,17 +102,16 @@ def test_sample_adapts_on_sampled_episodes_and_evaluates_the_means(num_workers, 
 def test_policy_gradient_steps_refuse_mean_action_episodes(drift_sampler):
     tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}]
     sampler = drift_sampler(False, 6, 3)
-    sampler.baseline = LinearFeatureBaseline(3)
+    baseline = LinearFeatureBaseline(3)
     inner_loop = InnerLoop(fast_lr=0.3, num_steps=1)
     with sampler:
         episodes = sampler.rollout(tasks, actions="mean")
-        for batch in episodes:
-            sampler.baseline.fit(batch)
-            batch.compute_advantages(sampler.baseline)
+        fit_advantages(episodes, baseline)
         with pytest.raises(ValueError, match=r"task\(s\) \[0, 1\] hold the policy's most likely actions"):
             inner_loop.task_batch(episodes)
         # One mean batch among sampled ones is enough to refuse.
         sampled = sampler.rollout(tasks)
+        fit_advantages(sampled, baseline)
         with pytest.raises(ValueError, match=r"task\(s\) \[1\]"):
             inner_loop.task_batch([sampled[0], episodes[1]])
         inner_loop.task_batch(sampled)  # sampled episodes pass

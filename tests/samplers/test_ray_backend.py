@@ -27,7 +27,7 @@ else:
 from ray.cluster_utils import Cluster
 
 import maml_rl.envs  # noqa: F401  (registers the envs)
-from maml_rl.data.baseline import LinearFeatureBaseline
+from maml_rl.data.baseline import LinearFeatureBaseline, fit_advantages
 from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 from maml_rl.policies import CategoricalMLPPolicy, NormalMLPPolicy
 from maml_rl.samplers import MultiTaskSampler, StepTimeoutError, WorkerDiedError, WorkerError
@@ -261,9 +261,14 @@ def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster, probe_sam
     def make(**kwargs):
         return probe_sampler(2, NormalMLPPolicy(3, 1, hidden_sizes=(8,)), LinearFeatureBaseline(3), seed=5, **kwargs)
 
+    def rollout(sampler):
+        episodes = sampler.rollout(tasks)
+        fit_advantages(episodes, sampler.baseline)
+        return episodes
+
     torch.manual_seed(0)
     with make(num_workers=0) as sampler:
-        expected = [sampler.rollout(tasks), sampler.rollout(tasks)]
+        expected = [rollout(sampler), rollout(sampler)]
     torch.manual_seed(0)
     with make(backend="ray") as sampler:
         victim = _worker_nodes(cluster)[-1]
@@ -271,14 +276,14 @@ def test_a_node_lost_mid_rollout_gives_the_undisturbed_result(cluster, probe_sam
         remover = threading.Timer(0.15, cluster.remove_node, args=(victim,))
         remover.start()  # mid-rollout: each actor's group takes 6 steps x 0.05 s x 2 slots
         started = time.monotonic()
-        first = sampler.rollout(tasks)
+        first = rollout(sampler)
         elapsed = time.monotonic() - started
         remover.join()
         stats = sampler.backend_stats
         assert stats["reruns"] == 1, stats
         assert len(sampler.rollout_backend.live) == 2 and "node has died" in sampler.rollout_backend.lost[0]
         assert elapsed < 20, elapsed
-        second = sampler.rollout(tasks)  # on the two survivors
+        second = rollout(sampler)  # on the two survivors
         assert sampler.backend_stats["actors"] == 2
     _assert_equal(expected, [first, second])
     assert wait_until_gone(pids) == []

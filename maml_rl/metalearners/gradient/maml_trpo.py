@@ -6,7 +6,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -16,7 +16,6 @@ from torch.nn.utils import vector_to_parameters
 from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.episodes import TaskBatch
 from maml_rl.metalearners.gradient.keys import DEFAULTS, MAML_TRPO_KEYS
-from maml_rl.legacy import trpo as legacy_trpo
 from maml_rl.metalearners.gradient.losses import mean_kl, surrogate_loss
 from maml_rl.metalearners.base import StepLogs, check_same_params, recorded_params
 from maml_rl.metalearners.gradient.learner import GradientMetaLearner, TrainEpisodes, ValidEpisodes
@@ -101,9 +100,6 @@ class MAMLTRPO(GradientMetaLearner):
         ls_backtrack_ratio: float = DEFAULTS.ls_backtrack_ratio,
         gae_lambda: float = DEFAULTS.gae_lambda,
     ) -> None:
-        if isinstance(num_steps, bool):  # pytorch-maml-rl's order: (policy, fast_lr, first_order, device)
-            num_steps, first_order, device = legacy_trpo.reference_positional_order(num_steps, first_order, device,
-                                                                                     DEFAULTS)
         if not isinstance(first_order, (bool, np.bool_)):
             raise TypeError(f"first_order must be a bool, got {first_order!r} (the arguments are MAMLTRPO(policy, "
                             "fast_lr, num_steps, first_order, device, ...))")
@@ -186,7 +182,7 @@ class MAMLTRPO(GradientMetaLearner):
         return graph.kl_hessian_vector_product(detach_distribution(graph.pi), valid, damping)
 
     # ------------------------------------------------------------- meta-step
-    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes, **trpo_settings: Any) -> StepLogs:
+    def step(self, train_episodes: TrainEpisodes, valid_episodes: ValidEpisodes) -> StepLogs:
         """One TRPO meta-update of the policy's parameters.
 
         Episodes from :class:`~maml_rl.samplers.MultiTaskSampler` record the
@@ -207,13 +203,7 @@ class MAMLTRPO(GradientMetaLearner):
             evaluated), ``accepted`` (whether the parameters moved) and timings in seconds:
             ``time_adapt`` (inner loop), ``time_loss_grad`` (outer loss and meta-gradient),
             ``time_cg`` (conjugate gradient), ``time_line_search`` and ``time_total``.
-
-        ``trpo_settings`` (``max_kl``, ``cg_iters``, ``cg_damping``, ``ls_max_steps``,
-        ``ls_backtrack_ratio``) are pytorch-maml-rl's way, deprecated: they override this one call.
         """
-        if trpo_settings:
-            with legacy_trpo.StepOverride(self, trpo_settings):
-                return self.step(train_episodes, valid_episodes)
         behaviour = self._behaviour_params(train_episodes, valid_episodes)
         start = time.perf_counter()
         train_batches, valid = self._task_batches(train_episodes, valid_episodes)

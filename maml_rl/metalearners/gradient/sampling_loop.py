@@ -27,12 +27,11 @@ def rollout_for_adaptation(sampler: Any, tasks: Sequence[Any], params: Any, inne
                            actions: str = "sample") -> List[BatchEpisodes]:
     """One rollout of ``tasks`` under ``params`` (``rollout()``'s argument), with advantages from ``baseline``
     normalised with ``inner_loop.averaging``; each batch records the inner loop that will adapt on it."""
-    episodes = sampler.rollout(tasks, params, gamma=gamma, gae_lambda=gae_lambda, device=device,
-                               averaging=inner_loop.averaging, actions=actions)
+    episodes = sampler.rollout(tasks, params, gamma=gamma, device=device, actions=actions)
+    if baseline is not None:
+        fit_advantages(episodes, baseline, gae_lambda=gae_lambda, averaging=inner_loop.averaging)
     for batch in episodes:
         batch.inner_loop = inner_loop
-    if baseline is not None and baseline is not getattr(sampler, "baseline", None):  # else the rollout fitted it
-        fit_advantages(episodes, baseline, gae_lambda=gae_lambda, averaging=inner_loop.averaging)
     return episodes
 
 

@@ -318,9 +318,11 @@ def test_forkserver_layouts(case):
     check_case(case, layouts("forkserver"))
 
 
+# Every start method, fork drawn most (a forkserver or spawn sampler costs ~10x a fork one and the shapes
+# do not depend on the method; the methods' own cases are test_sampler_processes.py's).
 @pytest.mark.slow
 @LARGE
-@given(cases_and_methods(["fork", "forkserver", "spawn"], max_tasks=6, max_batch=6, max_horizon=20))
+@given(cases_and_methods(["fork"] * 4 + ["forkserver", "spawn"], max_tasks=6, max_batch=6, max_horizon=20))
 def test_episodes_replay_and_match_across_layouts_large(case_and_method):
     case, method = case_and_method
     check_case(case, layouts(method))

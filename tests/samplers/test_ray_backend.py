@@ -59,6 +59,9 @@ def cluster():
                                                        "object_store_memory": NODE_MEMORY})
     for _ in range(3):
         c.add_node(num_cpus=1, object_store_memory=NODE_MEMORY)
+    # add_node returns before the head has registered the node: on a loaded machine the first test saw two of
+    # the three ("the cluster has room for 2 sampling actors").
+    c.wait_for_nodes()
     ray.init(address=c.address)
     yield c
     ray.shutdown()

@@ -49,6 +49,7 @@ with quiet_interrupt("test.py"):
 
     from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
     from maml_rl.app.config_files import ConfigError, build_env, load_config
+    from maml_rl.config.hyperparameters import InvalidValue
     from maml_rl.app.plotting import plot_returns
     from maml_rl.app.evaluation import (
         check_architecture,
@@ -66,7 +67,39 @@ with quiet_interrupt("test.py"):
     from maml_rl.app.runs.lock import writer_of
     from maml_rl.samplers import MultiTaskSampler, usable_cpus
 
-__all__ = ["class_table", "main", "parse_args", "summary_table"]
+__all__ = ["class_table", "evaluation_options", "main", "parse_args", "summary_table"]
+
+
+def evaluation_options() -> dict:
+    """``{flag: (declaration, algorithms that take it)}`` over the registry's learners."""
+    options: dict = {}
+    for name, learner in METALEARNERS.items():
+        for option in learner.evaluation_options:
+            options.setdefault(option.key, (option, []))[1].append(name)
+    return options
+
+
+def learner_options(args: argparse.Namespace, algorithm: str) -> dict:
+    """The config's learner's evaluation options, by keyword (their defaults where not given); a flag that only
+    other learners take is refused, and a value is checked by its declaration."""
+    declared = {option.key: option for option in METALEARNERS[algorithm].evaluation_options}
+    values = {}
+    for key, (option, owners) in evaluation_options().items():
+        given = getattr(args, key.replace("-", "_"))
+        if key not in declared:
+            if given is not None:
+                raise ConfigError(f"--{key} is an evaluation option of {' and '.join(owners)}, not of this "
+                                  f"config's algorithm {algorithm}: leave it out")
+            continue
+        option = declared[key]
+        if given is None:
+            values[option.argument] = option.default
+            continue
+        try:
+            values[option.argument] = option.check.convert(given)
+        except InvalidValue:
+            raise ConfigError(f"--{key} must be {option.expected}, got {given!r}") from None
+    return values
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,15 +122,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     evaluation.add_argument("--all-tasks", action="store_true",
         help="every task of the split once, in order, in batches of --meta-batch-size, instead of "
              "--num-batches of drawn tasks (envs that list their tasks: Meta-World)")
-    evaluation.add_argument("--num-steps", type=int, default=None,
-        help="adaptation gradient steps (default: the config's num-steps)")
     evaluation.add_argument("--fast-batch-size", type=int, default=None,
         help="episodes per task per step (default: the config's fast-batch-size)")
     evaluation.add_argument("--split", choices=("train", "test"), default=None,
         help="for envs with train/test task splits (Meta-World): the tasks to evaluate on (default: test)")
-    evaluation.add_argument("--evaluation-episodes", type=int, default=3,
-        help="RL²: episodes after the adaptation trial, each restarting from the state it reached "
-             "(Meta-World's protocol; default 3)")
+    # Each learner's own options (MetaLearner.evaluation_options), named with the algorithms that take them.
+    for key, (option, owners) in evaluation_options().items():
+        default = "" if option.default is None else f"; default {option.default}"
+        evaluation.add_argument(f"--{key}", type=option.type, default=None,
+            help=f"{', '.join(owners)}: {option.help}{default}")
     evaluation.add_argument("--eval-actions", choices=("sample", "mean"), default="sample",
         help="actions after the last adaptation step: drawn from the adapted policy (default), or its "
              "mean (deterministic evaluation, as Meta-World's protocol); adaptation always samples")
@@ -109,7 +142,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     misc.add_argument("--plot", type=str, default=None, metavar="PNG",
         help="also plot the mean return against the number of adaptation steps (needs matplotlib)")
     args = parser.parse_args(argv)
-    for name in ("meta_batch_size", "num_batches", "num_steps", "fast_batch_size", "evaluation_episodes"):
+    for name in ("meta_batch_size", "num_batches", "fast_batch_size"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
@@ -160,14 +193,14 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     env = build_env(config)
     env_kwargs = evaluation_env_kwargs(config, env, args.split)
     seed = args.seed if args.seed is not None else (config["seed"] or 0) + 1
-    num_steps = args.num_steps  # None: the learner's own (gradient-based learners: the config's num-steps)
     meta_batch_size = args.meta_batch_size or config["meta-batch-size"]
     batch_size = args.fast_batch_size or config["fast-batch-size"]
 
     policy = make_policy(config, env)
     learner_class = METALEARNERS[config["algorithm"]]
-    protocol = learner_class.evaluation_protocol(config, num_steps=num_steps, evaluation_episodes=args.evaluation_episodes,
-                                                 eval_actions=args.eval_actions, batch_size=batch_size)
+    options = learner_options(args, config["algorithm"])
+    protocol = learner_class.evaluation_protocol(config, eval_actions=args.eval_actions, batch_size=batch_size,
+                                                 **options)
     try:
         policy.load_state_dict(state_dict)
     except (RuntimeError, KeyError) as exc:
@@ -196,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
             # The learner's own protocol: gradient steps (stages: before each step, after the last) or an
             # RL² trial (stages: its episodes, then the evaluation episodes).
             evaluation = learner.evaluate(sampler, batch_tasks, config["gamma"], device, actions=args.eval_actions,
-                                          num_steps=num_steps, evaluation_episodes=args.evaluation_episodes)
+                                          **options)
             per_step.append(evaluation.returns)
             if evaluation.success is not None:
                 per_step_success.append(evaluation.success)

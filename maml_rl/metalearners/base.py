@@ -86,6 +86,10 @@ class MetaLearner(ABC):
     #: Whether the policy adapts in its recurrent state over trials (RL²) rather than by gradient steps.
     recurrent: ClassVar[bool] = False
     policy: torch.nn.Module
+    #: test.py's options of this learner's evaluation: flag ``--KEY`` of each, passed to :meth:`evaluate` and
+    #: :meth:`evaluation_protocol` as its ``argument`` (its default when not given); test.py refuses a flag
+    #: that only other learners declare.
+    evaluation_options: ClassVar[tuple[Hyperparameter, ...]] = ()
     #: What train.py adds when :meth:`took_no_step` held for many iterations in a row: why, and what to change.
     stall_advice: ClassVar[str] = ""
     #: Where the long phases of an iteration report (:mod:`maml_rl.utils.progress`); shows nothing by default.
@@ -140,13 +144,13 @@ class MetaLearner(ABC):
         return list(sampler.sample_tasks(num_tasks))
 
     @classmethod
-    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: Optional[int], evaluation_episodes: int,
-                            eval_actions: str, batch_size: int) -> EvaluationProtocol:
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, eval_actions: str, batch_size: int,
+                            **options: Any) -> EvaluationProtocol:
         """How :meth:`evaluate` adapts, for test.py: its ``settings`` name the protocol and hold every value of
         the algorithm's own that changes a score (test.py adds the shared ones, ``maml_rl.app.results``).
         By default the class's name and nothing else.
 
-        :param num_steps: test.py's ``--num-steps`` (``None``: the learner's own, where it has any).
+        :param options: the values of :attr:`evaluation_options`, by ``argument``.
         """
         return EvaluationProtocol({"protocol": cls.__name__}, "", f"{batch_size} adaptation(s) per task by "
                                   f"{cls.__name__}.evaluate()", None, None, ("before", "after"))
@@ -181,13 +185,11 @@ class MetaLearner(ABC):
         ``success_before``/``success_after`` where the episodes carry ``success`` (:mod:`maml_rl.data.stats`)."""
 
     def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float, device: str | torch.device = "cpu", *,
-                 actions: str = "sample", num_steps: Optional[int] = None,
-                 evaluation_episodes: int = 1) -> Evaluation:
+                 actions: str = "sample", **options: Any) -> Evaluation:
         """Adapt to ``tasks`` and report every stage's returns (``test.py``).
 
         :param actions: how the episodes after adaptation act, ``"sample"`` or ``"mean"``.
-        :param num_steps: gradient steps of adaptation (gradient-based learners; ``None``: their own).
-        :param evaluation_episodes: episodes after the adaptation trial (learners that adapt in a trial).
+        :param options: the learner's own (:attr:`evaluation_options`, by ``argument``).
         """
         raise NotImplementedError(f"{type(self).__name__} has no evaluation protocol: define its evaluate()")
 

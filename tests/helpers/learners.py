@@ -50,8 +50,7 @@ class RandomSearch(MetaLearner):
         self.updates += 1
         return {"score": score}
 
-    def evaluate(self, sampler, tasks, gamma, device="cpu", *, actions="sample", num_steps=None,
-                 evaluation_episodes=1):
+    def evaluate(self, sampler, tasks, gamma, device="cpu", *, actions="sample"):
         """One stage: the current policy's returns (it does not adapt)."""
         episodes = sampler.rollout(tasks, gamma=gamma, device=device, actions=actions)
         return Evaluation(torch.stack([b.total_rewards for b in episodes])[None].numpy(), None)

@@ -128,9 +128,7 @@ def test_test_py_writes_the_documented_results(algorithm, reference_runs, tmp_pa
             np.testing.assert_array_equal(results[key], returned[key])
         record = read_record(results)
     config = load_config(folder / "config.json")
-    protocol = METALEARNERS[algorithm].evaluation_protocol(config, num_steps=None,
-                                                           evaluation_episodes=3, eval_actions="sample",
-                                                           batch_size=2)
+    protocol = METALEARNERS[algorithm].evaluation_protocol(config, eval_actions="sample", batch_size=2)
     assert record["settings"]["protocol"] == protocol.settings["protocol"]
     assert record["settings"]["meta-batch-size"] == 3 and record["settings"]["num-batches"] == 2
     assert record["tasks"] == tasks

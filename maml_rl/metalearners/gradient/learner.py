@@ -15,7 +15,7 @@ from maml_rl.metalearners.gradient.adaptation import InnerLoop
 from maml_rl.data.baseline import LinearFeatureBaseline
 from maml_rl.data.episodes import BatchEpisodes
 from maml_rl.data.stats import episode_stats
-from maml_rl.config.hyperparameters import Hyperparameter
+from maml_rl.config.hyperparameters import POSITIVE_INT, Hyperparameter
 from maml_rl.metalearners.gradient.keys import DEFAULTS, GRADIENT_KEYS
 from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StepLogs
 from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
@@ -50,6 +50,10 @@ class GradientMetaLearner(MetaLearner):
     title: ClassVar[str] = "gradient-based meta-learner"
     #: The inner loop's keys; a member lists them before its own.
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = GRADIENT_KEYS
+    evaluation_options: ClassVar[tuple[Hyperparameter, ...]] = (
+        Hyperparameter("num-steps", int, None, POSITIVE_INT,
+                       "adaptation gradient steps (default: the config's num-steps)", argument="num_steps"),
+    )
     inner_loop: InnerLoop
     gae_lambda: float = DEFAULTS.gae_lambda
     #: The value baseline :meth:`sample` fits the advantages with (refitted on every task's episodes, so it
@@ -118,8 +122,8 @@ class GradientMetaLearner(MetaLearner):
         return config["meta-batch-size"] * config["fast-batch-size"] * horizon * (config["num-steps"] + 1), 0
 
     @classmethod
-    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int | None, evaluation_episodes: int,
-                            eval_actions: str, batch_size: int) -> EvaluationProtocol:
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, eval_actions: str, batch_size: int,
+                            num_steps: int | None = None) -> EvaluationProtocol:
         """Gradient steps on ``batch_size`` episodes per task (``num_steps``; ``None``: the config's)."""
         num_steps = num_steps or config["num-steps"]
         mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
@@ -129,8 +133,8 @@ class GradientMetaLearner(MetaLearner):
             ("before", "after"))
 
     def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
-                 device: str | torch.device = "cpu", *, actions: str = "sample", num_steps: int | None = None,
-                 evaluation_episodes: int = 1) -> Evaluation:
+                 device: str | torch.device = "cpu", *, actions: str = "sample",
+                 num_steps: int | None = None) -> Evaluation:
         """``num_steps`` REINFORCE steps of :attr:`fast_lr` per task (ProMP's LVC step has the same value at
         the behaviour policy), returns before each step and after the last, with ``actions`` after it."""
         inner_loop = InnerLoop(self.fast_lr, self.num_steps if num_steps is None else num_steps, self.averaging)

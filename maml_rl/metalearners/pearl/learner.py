@@ -121,8 +121,7 @@ class PEARL(MetaLearner):
         return {"conditioning_size": config["latent-size"]}
 
     @classmethod
-    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: Optional[int], evaluation_episodes: int,
-                            eval_actions: str, batch_size: int) -> EvaluationProtocol:
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, eval_actions: str, batch_size: int) -> EvaluationProtocol:
         first, trajectories = config["num-exp-traj-eval"], config["eval-trajectories"]
         mean = ", mean actions" if eval_actions == "mean" else ""
         return EvaluationProtocol(
@@ -325,8 +324,7 @@ class PEARL(MetaLearner):
 
     # ---------------------------------------------------------------- evaluation and state
     def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
-                 device: str | torch.device = "cpu", *, actions: str = "sample", num_steps: Optional[int] = None,
-                 evaluation_episodes: int = 1) -> Evaluation:
+                 device: str | torch.device = "cpu", *, actions: str = "sample") -> Evaluation:
         """Oyster's online adaptation (``collect_paths``), every slot a run of its own: ``eval-trajectories``
         trajectories per task, z drawn from the prior until ``num-exp-traj-eval`` have been collected, then
         from the posterior of every transition the slot has seen. Stages are the trajectories. The policy runs

@@ -32,7 +32,7 @@ import torch
 from gymnasium import spaces
 
 from maml_rl.data.baseline import LinearFeatureBaseline
-from maml_rl.config.hyperparameters import Hyperparameter
+from maml_rl.config.hyperparameters import POSITIVE_INT, Hyperparameter
 from maml_rl.metalearners.rl2.keys import DEFAULTS, RL2_PPO_KEYS
 from maml_rl.metalearners.ppo import clipped_objective
 from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StaleEpisodesError, StepLogs
@@ -57,6 +57,11 @@ class RL2PPO(MetaLearner):
     #: Trials, not per-task adaptation: :meth:`sample` uses ``rollout_trials``.
     recurrent: ClassVar[bool] = True
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = RL2_PPO_KEYS
+    evaluation_options: ClassVar[tuple[Hyperparameter, ...]] = (
+        Hyperparameter("evaluation-episodes", int, 3, POSITIVE_INT,
+                       "episodes after the adaptation trial, each restarting from the state it reached "
+                       "(Meta-World's protocol)", argument="evaluation_episodes"),
+    )
     #: Shared keys of gradient adaptation, refused at any value but their default.
     def __init__(self, policy: torch.nn.Module, *, episodes_per_trial: int = DEFAULTS.episodes_per_trial,
                  epochs: int = DEFAULTS.ppo_epochs, minibatches: int = DEFAULTS.ppo_minibatches,
@@ -152,7 +157,7 @@ class RL2PPO(MetaLearner):
         return self.step(batch)
 
     def evaluate(self, sampler: Any, tasks: Sequence[Any], gamma: float = DEFAULTS.gamma,
-                 device: str | torch.device = "cpu", *, actions: str = "sample", num_steps: int | None = None,
+                 device: str | torch.device = "cpu", *, actions: str = "sample",
                  evaluation_episodes: int = 1) -> Evaluation:
         """Meta-World's protocol (:func:`evaluate_trials`): stages are the trial's episodes, then the
         evaluation episodes; one value per task (``[stages, tasks, 1]``)."""
@@ -161,8 +166,8 @@ class RL2PPO(MetaLearner):
         return Evaluation(returns[..., None], None if success is None else success[..., None])
 
     @classmethod
-    def evaluation_protocol(cls, config: Mapping[str, Any], *, num_steps: int | None, evaluation_episodes: int,
-                            eval_actions: str, batch_size: int) -> EvaluationProtocol:
+    def evaluation_protocol(cls, config: Mapping[str, Any], *, eval_actions: str, batch_size: int,
+                            evaluation_episodes: int = 1) -> EvaluationProtocol:
         mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
         return EvaluationProtocol(
             {"protocol": "rl2-trials", "episodes-per-trial": config["episodes-per-trial"],

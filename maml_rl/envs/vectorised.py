@@ -65,7 +65,11 @@ class VectorisedMujocoEnv(ABC):
         controls: np.ndarray,
         tasks: Mapping[str, np.ndarray],
         observations: np.ndarray,
+        infos: dict | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """After the step: write the observations (n, obs) into
         ``observations`` and return the float64 rewards (n,) and the boolean
-        terminations (n,). ``fields`` and ``tasks`` hold the stepped rows."""
+        terminations (n,). ``fields`` and ``tasks`` hold the stepped rows.
+        With ``infos`` (a dict), also set in it, for each key of ``env.step``'s
+        info in its order, the (n,) values of the stepped rows (the vector
+        env's fast path, which returns them; the sampler's asks for none)."""

@@ -56,11 +56,17 @@ class MultiTaskVectorEnv(VectorEnv):
     :param step_timeout: seconds a worker may take over one command (a step, a reset, a call) before
         it is killed and the call raises ``StepTimeoutError`` naming it, the env and its task; the vector
         env is then closed. ``None`` (default): wait forever.
+    :param mujoco_batch: the MuJoCo fast path, as the sampler's: each worker advances its envs in one
+        ``mujoco.batch`` call per step, with the same observations, rewards, flags and infos, for envs
+        that implement ``VectorisedMujocoEnv`` (the HalfCheetah and Ant families) under MuJoCo >= 4.
+        ``None`` (default): where possible (a worker whose envs differ in class steps them one at a time);
+        ``True``: required (refused, naming why, where it cannot); ``False``: never.
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], *, num_workers: Optional[int] = None,
                  start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
-                 copy: bool = True, observation_mode: str = "same", step_timeout: Optional[float] = None):
+                 copy: bool = True, observation_mode: str = "same", step_timeout: Optional[float] = None,
+                 mujoco_batch: Optional[bool] = None):
         self._pool: Optional[VectorEnvPool] = None
         self._task_env: Optional[gym.Env] = None
         self.closed = False
@@ -100,8 +106,20 @@ class MultiTaskVectorEnv(VectorEnv):
                 f"gymnasium cannot create for {self.single_observation_space}"
             ) from e
 
+        if mujoco_batch not in (None, True, False):
+            raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {mujoco_batch!r}")
+        if mujoco_batch is not False:
+            from .workers.batched_child_env import batch_support
+
+            reason = batch_support(env)
+            if reason is not None and mujoco_batch:
+                raise ValueError(f"mujoco_batch=True, but the MuJoCo fast path cannot step these envs: {reason}; "
+                                 "leave mujoco_batch at None to step them one at a time")
+            mujoco_batch = mujoco_batch if reason is None else False
+        #: Whether the workers step through the MuJoCo fast path (those whose envs all allow it, with None).
+        self.mujoco_batch = mujoco_batch is not False
         self._spec = VectorSpec(self.single_observation_space, self.single_action_space, self.num_envs,
-                                self.num_workers, self.autoreset_mode.value)
+                                self.num_workers, self.autoreset_mode.value, mujoco_batch)
         try:
             self._pool = VectorEnvPool(self.env_fns, self._spec, self.start_method, self.step_timeout)
         except BaseException:
@@ -315,11 +333,13 @@ def _fits(actions: Any, buffer: np.ndarray) -> bool:
 
 def make_vector_env(env_id: str, num_envs: int = 1, *, num_workers: Optional[int] = None,
                     start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
-                    copy: bool = True, step_timeout: Optional[float] = None, **env_kwargs: Any) -> MultiTaskVectorEnv:
+                    copy: bool = True, step_timeout: Optional[float] = None, mujoco_batch: Optional[bool] = None,
+                    **env_kwargs: Any) -> MultiTaskVectorEnv:
     """A :class:`MultiTaskVectorEnv` of ``num_envs`` envs ``gymnasium.make(env_id, **env_kwargs)``:
     the ``vector_entry_point`` of the registered meta-envs, so that
     ``gymnasium.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", num_workers=2)``
     builds one (gymnasium passes the vector env's arguments among the env's keyword arguments)."""
     env_fn = make_env(env_id, **env_kwargs)
     return MultiTaskVectorEnv([env_fn] * num_envs, num_workers=num_workers, start_method=start_method,
-                              autoreset_mode=autoreset_mode, copy=copy, step_timeout=step_timeout)
+                              autoreset_mode=autoreset_mode, copy=copy, step_timeout=step_timeout,
+                              mujoco_batch=mujoco_batch)

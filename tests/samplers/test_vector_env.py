@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from maml_rl.envs import make_env
 from maml_rl.envs.registration import ENV_IDS, METAWORLD_IDS, VectorEntryPoint, register_envs
 from maml_rl.samplers.vector_env import MultiTaskVectorEnv, VectorResetNeeded
+from maml_rl.samplers.workers.batched_child_env import mujoco_batch
 
 from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv
 
@@ -199,16 +200,61 @@ def test_copy_false_returns_the_shared_buffer():
         envs.close()
 
 
-@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
-def test_half_cheetah_vel_with_tasks_from_reset_tasks(mode):
-    env_fn = make_env("HalfCheetahVel-v5", max_episode_steps=4)
-    probe = MultiTaskVectorEnv([env_fn] * 3, num_workers=2, start_method="fork")
+FAST_PATH = pytest.mark.skipif(mujoco_batch is None, reason="the MuJoCo fast path needs mujoco.batch (MuJoCo >= 4)")
+
+
+@pytest.mark.mujoco_version
+@pytest.mark.parametrize("fast", [pytest.param(True, marks=FAST_PATH), False], ids=["fast path", "per env"])
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+@pytest.mark.parametrize("env_id", ["HalfCheetahVel-v5", "AntDir-v5", "AntPos-v5"])
+def test_mujoco_envs_with_tasks_from_reset_tasks(env_id, mode, fast):
+    """Observations, rewards, flags and every step info (reward_ctrl included) of SyncVectorEnv, bit for bit, on
+    the fast path and off it; wide actions make the Ants fall (terminations) besides the 4-step time limit."""
+    env_fn = make_env(env_id, max_episode_steps=4)
+    probe = MultiTaskVectorEnv([env_fn] * 3, num_workers=2, start_method="fork", mujoco_batch=fast or False)
     try:
+        assert probe.mujoco_batch is fast
         tasks = probe.sample_tasks(3, seed=11)
-        assert tasks == probe.sample_tasks(3, seed=11) and tasks != probe.sample_tasks(3, seed=12)
+        same, other = repr(probe.sample_tasks(3, seed=11)), repr(probe.sample_tasks(3, seed=12))
+        assert repr(tasks) == same and repr(tasks) != other  # (AntPos's tasks hold arrays)
     finally:
         probe.close()
-    drive([env_fn] * 3, mode, tasks=tasks, steps=10)
+    ended = drive([env_fn] * 3, mode, tasks=tasks, steps=12, mujoco_batch=fast or False)
+    assert ended >= 6  # every env ended an episode at least twice
+
+
+@FAST_PATH
+def test_the_fast_path_is_taken_where_it_can_be_and_refused_where_asked_for_and_impossible():
+    cheetah, navigation = make_env("HalfCheetahDir-v5"), make_env("2DNavigation-v0")
+    for env_fns, expected in (([cheetah] * 2, True), ([navigation] * 2, False)):
+        env = MultiTaskVectorEnv(env_fns, num_workers=1, start_method="fork")
+        try:
+            assert env.mujoco_batch is expected
+        finally:
+            env.close()
+    with pytest.raises(ValueError, match="mujoco_batch=True, but the MuJoCo fast path cannot step these envs: "
+                                         "Navigation2DEnv does not implement VectorisedMujocoEnv"):
+        MultiTaskVectorEnv([navigation] * 2, num_workers=1, start_method="fork", mujoco_batch=True)
+    # A worker whose envs differ in class steps them one at a time, with the same bits.
+    drive([cheetah, make_env("HalfCheetahVel-v5")], AutoresetMode.NEXT_STEP, steps=5, num_workers=1)
+
+
+@FAST_PATH
+def test_a_call_on_the_fast_path_sees_each_envs_state_as_it_is():
+    """The batch steps the simulations; before a call, each env's own MjData is given its simulation's state."""
+    env_fn = make_env("AntVel-v5", max_episode_steps=50)
+    ours = MultiTaskVectorEnv([env_fn] * 3, num_workers=2, start_method="fork", mujoco_batch=True)
+    reference = SyncVectorEnv([env_fn] * 3)
+    try:
+        assert_same(ours.reset(seed=2), reference.reset(seed=2))
+        reference.action_space.seed(2)
+        for _ in range(3):
+            actions = reference.action_space.sample()
+            assert_same(ours.step(actions), reference.step(actions))
+            assert_same(ours.call("state_vector"), reference.call("state_vector"), "state_vector()")
+    finally:
+        ours.close()
+        reference.close()
 
 
 

@@ -135,13 +135,15 @@ class AntEnv(MetaMujocoEnv, VectorisedMujocoEnv):
 
     vector_fields = ("qpos", "qvel", "xpos", "xmat", "cfrc_ext")
 
-    def _vector_task_reward(self, xy_before: np.ndarray, xy_after: np.ndarray, tasks) -> np.ndarray:
+    def _vector_task_reward(self, xy_before: np.ndarray, xy_after: np.ndarray, tasks,
+                            infos: dict | None = None) -> np.ndarray:
+        """The task-specific part of the rewards; with ``infos``, its info entries as ``_task_reward``'s."""
         raise NotImplementedError
 
     def vector_before(self, fields):
         return fields["xpos"][:, self._torso, :2].copy()
 
-    def vector_outputs(self, fields, before, controls, tasks, observations):
+    def vector_outputs(self, fields, before, controls, tasks, observations, infos=None):
         n = len(controls)
         qpos, qvel, xpos = fields["qpos"], fields["qvel"], fields["xpos"][:, self._torso]
         contact_forces = np.clip(fields["cfrc_ext"].reshape(n, -1), -1.0, 1.0)
@@ -151,11 +153,19 @@ class AntEnv(MetaMujocoEnv, VectorisedMujocoEnv):
         observations[:, cfrc_cols] = contact_forces
         observations[:, xmat_cols] = fields["xmat"][:, self._torso]
         observations[:, xpos_cols] = xpos
-        task_reward = self._vector_task_reward(before, xpos[:, :2], tasks)
-        # Row sums, as step's sums over one row (bit-identical, tested).
-        ctrl_cost = self.ctrl_cost_weight * (controls * controls).sum(axis=1)
+        task_reward = self._vector_task_reward(before, xpos[:, :2], tasks, infos)
+        if infos is None:
+            # Row sums, as step's sums over one row (bit-identical, tested).
+            ctrl_cost = self.ctrl_cost_weight * (controls * controls).sum(axis=1)
+        else:
+            # The vector env returns reward_ctrl itself: step's own product, row by row (numpy sums 8 values
+            # with 8 accumulators, BLAS's dot one after another: the last bit can differ).
+            ctrl_cost = self.ctrl_cost_weight * np.fromiter((float(c @ c) for c in controls), np.float64, n)
         contact_cost = self.contact_cost_weight * np.square(contact_forces).sum(axis=1)
         rewards = task_reward - ctrl_cost - contact_cost + self.survive_reward
+        if infos is not None:
+            infos.update(reward_ctrl=-ctrl_cost, reward_contact=-contact_cost,
+                         reward_survive=np.full(n, self.survive_reward))
         z_min, z_max = self.healthy_z_range
         height = qpos[:, 2]
         healthy = (
@@ -189,9 +199,12 @@ class AntVelEnv(VelocityTask, AntEnv):
         reward = -abs(forward_velocity - self._goal_velocity) + 1.0
         return reward, {"forward_velocity": forward_velocity, "reward_forward": reward}
 
-    def _vector_task_reward(self, xy_before, xy_after, tasks):
+    def _vector_task_reward(self, xy_before, xy_after, tasks, infos=None):
         forward_velocity = (xy_after[:, 0] - xy_before[:, 0]) / self._dt
-        return -np.abs(forward_velocity - tasks["velocity"]) + 1.0
+        reward = -np.abs(forward_velocity - tasks["velocity"]) + 1.0
+        if infos is not None:
+            infos.update(forward_velocity=forward_velocity, reward_forward=reward)
+        return reward
 
 
 class AntDirEnv(DirectionTask, AntEnv):
@@ -215,8 +228,12 @@ class AntDirEnv(DirectionTask, AntEnv):
         reward = self._direction * forward_velocity
         return reward, {"forward_velocity": forward_velocity, "reward_forward": reward}
 
-    def _vector_task_reward(self, xy_before, xy_after, tasks):
-        return tasks["direction"] * ((xy_after[:, 0] - xy_before[:, 0]) / self._dt)
+    def _vector_task_reward(self, xy_before, xy_after, tasks, infos=None):
+        forward_velocity = (xy_after[:, 0] - xy_before[:, 0]) / self._dt
+        reward = tasks["direction"] * forward_velocity
+        if infos is not None:
+            infos.update(forward_velocity=forward_velocity, reward_forward=reward)
+        return reward
 
 
 class AntPosEnv(AntEnv):
@@ -256,5 +273,9 @@ class AntPosEnv(AntEnv):
         reward = -distance + 4.0
         return reward, {"distance": distance, "reward_forward": reward}
 
-    def _vector_task_reward(self, xy_before, xy_after, tasks):
-        return -np.abs(xy_after - tasks["position"]).sum(axis=1) + 4.0
+    def _vector_task_reward(self, xy_before, xy_after, tasks, infos=None):
+        distance = np.abs(xy_after - tasks["position"]).sum(axis=1)
+        reward = -distance + 4.0
+        if infos is not None:
+            infos.update(distance=distance, reward_forward=reward)
+        return reward

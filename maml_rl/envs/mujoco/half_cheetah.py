@@ -83,7 +83,7 @@ class HalfCheetahEnv(MetaMujocoEnv, VectorisedMujocoEnv):
     def vector_before(self, fields):
         return fields["qpos"][:, 0].copy()
 
-    def vector_outputs(self, fields, before, controls, tasks, observations):
+    def vector_outputs(self, fields, before, controls, tasks, observations, infos=None):
         qpos, nq = fields["qpos"], self._nq
         observations[:, : nq - 1] = qpos[:, 1:]
         observations[:, nq - 1 : -3] = fields["qvel"]
@@ -91,7 +91,10 @@ class HalfCheetahEnv(MetaMujocoEnv, VectorisedMujocoEnv):
         forward_velocity = (qpos[:, 0] - before) / self._dt
         # Row sums of c * c: bit-identical to step's ``float(ctrl @ ctrl)`` (tested).
         ctrl_cost = self.ctrl_cost_weight * (controls * controls).sum(axis=1)
-        rewards = self._vector_forward_reward(forward_velocity, tasks) - ctrl_cost
+        forward_reward = self._vector_forward_reward(forward_velocity, tasks)
+        rewards = forward_reward - ctrl_cost
+        if infos is not None:
+            infos.update(forward_velocity=forward_velocity, reward_forward=forward_reward, reward_ctrl=-ctrl_cost)
         return rewards, np.zeros(len(rewards), dtype=bool)
 
 

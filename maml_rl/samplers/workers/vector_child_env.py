@@ -42,6 +42,8 @@ class VectorSpec:
     :param num_envs: envs over all workers.
     :param num_workers: worker processes; worker ``w`` steps envs ``ranges[w]``.
     :param autoreset_mode: gymnasium's ``AutoresetMode`` value.
+    :param mujoco_batch: step through the MuJoCo fast path (``batched_vector_child_env``): ``True``
+        required, ``None`` where every env of a worker can, ``False`` never.
     """
 
     observation_space: gym.Space
@@ -49,6 +51,7 @@ class VectorSpec:
     num_envs: int
     num_workers: int
     autoreset_mode: str
+    mujoco_batch: Optional[bool] = False
 
     @property
     def ranges(self) -> List[range]:

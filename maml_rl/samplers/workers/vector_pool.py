@@ -34,6 +34,10 @@ class VectorEnvPool(ChildEnvPool):
 
     def __init__(self, env_fns: Sequence[Any], spec: VectorSpec, start_method: str,
                  step_timeout: Optional[float] = None):
+        if spec.mujoco_batch is not False:
+            from .batched_vector_child_env import BatchedVectorChildEnv  # needs mujoco: only when asked for
+
+            self.stepper = BatchedVectorChildEnv
         super().__init__(cloudpickle.dumps(list(env_fns)), spec.num_workers, spec.num_envs, spec, start_method,
                          step_timeout=step_timeout)
         self.spec = spec

@@ -1,0 +1,167 @@
+"""The vector env's MuJoCo fast path: a worker's envs advance in one ``mujoco.batch`` call per step.
+
+For envs that implement ``maml_rl.envs.vectorised.VectorisedMujocoEnv`` (the HalfCheetah and Ant
+families), :class:`BatchedVectorChildEnv` steps a worker's envs as the sampler's fast path does
+(``batched_child_env``): one ``Batch.step`` over every env stepped, then the observations, rewards,
+terminations and step infos as array arithmetic, bit for bit those of ``env.step``. Everything else is
+:class:`~.vector_child_env.VectorChildEnv`'s: each env's own ``reset`` (its noise, from its own
+generator) whose state is copied into the env's simulation, its task, gymnasium's three autoreset modes
+and the ``TimeLimit`` of ``gymnasium.make``, counted here. Before a ``call`` or ``set_attr`` each env's
+own ``MjData`` is given its simulation's state, so methods that read it see the env as it is.
+
+Like the other workers' modules, it imports no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+import mujoco
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from .batched_child_env import _RESET_STATE, batch_support, mujoco_batch
+from .child_env import time_limit
+from .vector_child_env import Infos, VectorChildEnv, VectorSpec, VectorViews
+
+
+class BatchedVectorChildEnv(VectorChildEnv):
+    """A :class:`VectorChildEnv` whose envs step through one ``mujoco.batch.Batch``."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]], num_envs: int, buffers: VectorViews, index: int,
+                 spec: VectorSpec):
+        super().__init__(env_fns, num_envs, buffers, index, spec)
+        first = self.envs[0]
+        reason = batch_support(first)
+        if reason is None:
+            kinds = {(type(env.unwrapped), int(env.unwrapped.frame_skip), time_limit(env)) for env in self.envs}
+            if len(kinds) > 1:
+                reason = "its envs differ in class, frame skip or time limit (one batch steps one model)"
+        self.batch = None
+        if reason is not None:
+            if spec.mujoco_batch:
+                raise TypeError(f"mujoco_batch=True, but the MuJoCo fast path cannot step these envs: {reason}; "
+                                "leave mujoco_batch at None to step them one at a time")
+            return  # mujoco_batch=None: this worker steps its envs one at a time (VectorChildEnv's)
+        self.vector = first.unwrapped
+        self.frame_skip = int(self.vector.frame_skip)
+        self.time_limit = time_limit(first)
+        n = len(self.envs)
+        self.batch = mujoco_batch.Batch(self.vector.model, n, nthread=1)
+        self.fields = {name: self.batch.bind(name) for name in self.vector.vector_fields}
+        self.reset_state = {name: self.batch.bind(name) for name in _RESET_STATE}
+        self.ctrl = self.batch.bind("ctrl")
+        self.elapsed = np.zeros(n, dtype=np.int64)  # steps of each env's episode (its TimeLimit)
+        self._read_tasks()
+        # Each env's own MjData holds its simulation's state (false once the batch has stepped it).
+        self.synced = True
+
+    def _read_tasks(self) -> None:
+        self.task_rows = self.vector.vector_tasks([env.unwrapped.get_task() for env in self.envs])
+
+    def reset_task(self, first_slot: int, tasks: Sequence[Any], slot_offset: int = 0) -> None:
+        super().reset_task(first_slot, tasks, slot_offset)
+        if self.batch is not None:
+            self._read_tasks()
+
+    def reset(self, request: Tuple[Sequence[Any], Any, Optional[Sequence[bool]]]) -> Optional[Infos]:
+        infos = super().reset(request)  # each env's own reset: its noise, observation and info
+        if self.batch is None:
+            return infos
+        mask = request[2]
+        ids = np.asarray([i for i in range(len(self.envs)) if mask is None or mask[i]], dtype=np.int32)
+        self._copy_reset_state(ids)
+        return infos
+
+    def _copy_reset_state(self, ids: np.ndarray) -> None:
+        """Copy the state each env's reset set into its simulation; its episode starts."""
+        if len(ids) == 0:
+            return
+        self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        for i in ids:
+            data = self.envs[i].unwrapped.data
+            for name, rows in self.reset_state.items():
+                rows[i] = getattr(data, name)
+        self.batch.forward(ids)
+        self.elapsed[ids] = 0
+
+    def _step(self, actions: Sequence[Any]) -> Optional[Infos]:
+        if self.batch is None:
+            return super()._step(actions)
+        b, lo, mode = self.buffers, self.range.start, self.mode
+        n = len(self.envs)
+        self.current_operation = "step"
+        # NEXT_STEP: an env whose episode ended resets in this step instead of stepping.
+        resetting = self.autoreset.copy() if mode is AutoresetMode.NEXT_STEP else np.zeros(n, dtype=np.bool_)
+        ids = np.flatnonzero(~resetting).astype(np.int32)
+        step_infos: dict = {}
+        observations = rewards = terminated = truncated = None
+        if len(ids):
+            self.synced = False
+            vector, fields = self.vector, self.fields
+            rows = slice(None) if len(ids) == n else ids
+            controls = vector.vector_controls(np.asarray([actions[i] for i in ids]))
+            self.ctrl[rows] = controls
+            before = vector.vector_before({name: field[rows] for name, field in fields.items()})
+            try:
+                self.batch.step(None if len(ids) == n else ids, nstep=self.frame_skip)
+            except mujoco_batch.SimulationError as error:
+                self.current_env = lo + int(np.asarray(error.ids).flat[0])
+                raise
+            observations = np.empty((len(ids), *self.space.shape), dtype=self.space.dtype)
+            rewards, terminated = vector.vector_outputs(
+                {name: field[rows] for name, field in fields.items()}, before, controls,
+                {key: value[rows] for key, value in self.task_rows.items()}, observations, step_infos)
+            self.elapsed[ids] += 1
+            truncated = self.elapsed[ids] >= self.time_limit if self.time_limit is not None \
+                else np.zeros(len(ids), dtype=np.bool_)
+        infos: Infos = []
+        k = 0  # the row of env i among the stepped ones
+        for i in range(n):
+            g = self.current_env = lo + i
+            if resetting[i]:
+                self.current_operation = "reset (autoreset)"
+                observation, info = self.envs[i].reset()
+                self._copy_reset_state(np.asarray([i], dtype=np.int32))
+                self.current_operation = "step"
+                b.rewards[g], b.terminated[g], b.truncated[g] = 0.0, False, False
+            else:
+                observation = observations[k]
+                b.rewards[g], b.terminated[g], b.truncated[g] = rewards[k], terminated[k], truncated[k]
+                info = {key: float(values[k]) for key, values in step_infos.items()}
+                k += 1
+                if mode is AutoresetMode.SAME_STEP and (b.terminated[g] or b.truncated[g]):
+                    infos.append((g, {"final_obs": observation, "final_info": info}))
+                    self.current_operation = "reset (autoreset)"
+                    observation, info = self.envs[i].reset()
+                    self._copy_reset_state(np.asarray([i], dtype=np.int32))
+                    self.current_operation = "step"
+            self._write(g, observation)
+            self.autoreset[i] = b.terminated[g] or b.truncated[g]
+            if info:
+                infos.append((g, info))
+        self.current_env = None
+        return infos or None
+
+    def _sync(self) -> None:
+        """Give each env's own ``MjData`` its simulation's state (for a call that reads the env)."""
+        if self.synced or self.batch is None:
+            return
+        for i, env in enumerate(self.envs):
+            data = env.unwrapped.data
+            for name, rows in self.reset_state.items():
+                getattr(data, name)[:] = rows[i]
+            mujoco.mj_forward(env.unwrapped.model, data)
+        self.synced = True
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list:
+        self._sync()
+        return super()._call(name, args, kwargs)
+
+    def _set_attr(self, name: str, values: Sequence[Any]) -> None:
+        self._sync()
+        super()._set_attr(name, values)
+
+    def close(self) -> None:
+        super().close()
+        self.batch = None

@@ -5,7 +5,9 @@ envs from their observations with a small MLP (obs -> 64 -> 64 -> act, tanh, tor
 thread, under ``torch.no_grad``) and calls ``envs.step(actions)``. Contenders, each over N
 HalfCheetahVel-v5 envs (one task per env, autoreset ``NEXT_STEP``, episodes of 200 steps):
 
-* ``MultiTaskVectorEnv(num_workers=--workers)``: the sampler's ChildEnv processes;
+* ``MultiTaskVectorEnv(num_workers=--workers)``: the sampler's ChildEnv processes, on the MuJoCo fast
+  path (one ``mujoco.batch`` call per worker per step, the default where MuJoCo >= 4) and, with
+  ``mujoco_batch=False``, stepping its envs one at a time;
 * gymnasium ``SyncVectorEnv`` (this process);
 * gymnasium ``AsyncVectorEnv(shared_memory=True)``: one process per env, started with fork;
   left out above ``--async-max-envs`` envs (one MuJoCo process per env on a few cores);
@@ -132,7 +134,11 @@ def contenders(num_envs: int, workers: int, async_max_envs: int) -> List[Contend
     with_tasks = [WithTask(env_fn, task) for task in tasks]
     ours = MultiTaskVectorEnv([env_fn] * num_envs, num_workers=workers)
     ours.reset_tasks(tasks)
-    built = [Contender(f"MultiTaskVectorEnv({workers} workers)", ours, policy, obs_size),
+    per_env = MultiTaskVectorEnv([env_fn] * num_envs, num_workers=workers, mujoco_batch=False)
+    per_env.reset_tasks(tasks)
+    path = "fast path" if ours.mujoco_batch else "no mujoco.batch"
+    built = [Contender(f"MultiTaskVectorEnv({workers} workers, {path})", ours, policy, obs_size),
+             Contender(f"MultiTaskVectorEnv({workers} workers, per env)", per_env, policy, obs_size),
              Contender("SyncVectorEnv", gym.vector.SyncVectorEnv(with_tasks), policy, obs_size)]
     if num_envs <= async_max_envs:
         envs = gym.vector.AsyncVectorEnv(with_tasks, shared_memory=True, context="fork")

@@ -69,6 +69,7 @@ class MultiTaskVectorEnv(VectorEnv):
                  mujoco_batch: Optional[bool] = None):
         self._pool: Optional[VectorEnvPool] = None
         self._task_env: Optional[gym.Env] = None
+        self._pending: Optional[tuple] = None  # a reset_async's or call_async's (name, arguments)
         self.closed = False
         self.env_fns = list(env_fns)
         if not self.env_fns:
@@ -224,6 +225,44 @@ class MultiTaskVectorEnv(VectorEnv):
                                  f"Got `{len(values)}` values for {self.num_envs} environments.")
             self._request("set_attr", [(name, list(values[r.start:r.stop])) for r in self._spec.ranges])
 
+    # AsyncVectorEnv's split reset and call: the work runs when the results are asked for, so that code
+    # written for AsyncVectorEnv runs unchanged (one pending call at a time, gymnasium's errors).
+    def reset_async(self, seed: int | Sequence[int | None] | None = None,
+                    options: Optional[Dict[str, Any]] = None) -> None:
+        """Start a :meth:`reset`; ``reset_wait`` returns its results."""
+        self._begin("reset", {"seed": seed, "options": options})
+
+    def reset_wait(self, timeout: Optional[float] = None) -> tuple[Any, Dict[str, Any]]:
+        """The results of the reset that ``reset_async`` started (``timeout``: ``None`` only)."""
+        return self.reset(**self._end("reset", timeout))
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Start a :meth:`call`; ``call_wait`` returns its results."""
+        self._begin("call", (name, args, kwargs))
+
+    def call_wait(self, timeout: Optional[float] = None) -> tuple[Any, ...]:
+        """The results of the call that ``call_async`` started (``timeout``: ``None`` only)."""
+        name, args, kwargs = self._end("call", timeout)
+        return self.call(name, *args, **kwargs)
+
+    def _begin(self, call: str, arguments: Any) -> None:
+        with self._guard(f"{call}_async"):
+            self._check_open(f"{call}_async")
+            self._check_not_stepping(f"{call}_async")
+            self._pending = (call, arguments)
+
+    def _end(self, call: str, timeout: Optional[float]) -> Any:
+        with self._guard(f"{call}_wait"):
+            self._check_open(f"{call}_wait")
+            if self._pending is None or self._pending[0] != call:
+                raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", call)
+            if timeout is not None:
+                raise NotImplementedError(f"MultiTaskVectorEnv.{call}_wait waits until the {call} is done: pass "
+                                          "timeout=None")
+            _, arguments = self._pending
+            self._pending = None
+            return arguments
+
     def render(self) -> tuple[Any, ...]:
         """Each env's ``render()``."""
         return self.call("render")
@@ -305,10 +344,11 @@ class MultiTaskVectorEnv(VectorEnv):
                 f"{call}() on a closed MultiTaskVectorEnv (close() was called, or a worker failed); create a new one")
 
     def _check_not_stepping(self, call: str) -> None:
-        if self._stepping:
+        pending = "step" if self._stepping else None if self._pending is None else self._pending[0]
+        if pending is not None:
             raise AlreadyPendingCallError(
-                f"Calling `{call}` while waiting for a pending call to `step` to complete: call `step_wait` first",
-                "step")
+                f"Calling `{call}` while waiting for a pending call to `{pending}` to complete: call "
+                f"`{pending}_wait` first", pending)
 
     def __del__(self) -> None:
         if not getattr(self, "closed", True):

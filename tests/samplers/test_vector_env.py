@@ -313,3 +313,36 @@ def test_make_vec_builds_one_equal_to_sync(env_id):
     finally:
         ours.close()
         reference.close()
+
+
+def test_reset_async_and_call_async_as_async_vector_env_has_them():
+    """Code written for AsyncVectorEnv's split calls runs unchanged, with gymnasium's errors for a wrong order."""
+    from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
+
+    env_fns = [partial(BoxEnv, max_length=3)] * 3
+    ours = MultiTaskVectorEnv(env_fns, num_workers=2, start_method="fork")
+    reference = SyncVectorEnv(env_fns)
+    try:
+        with pytest.raises(NoAsyncCallError, match="without any prior call to `reset_async`"):
+            ours.reset_wait()
+        ours.reset_async(seed=4, options={"tag": 1})
+        with pytest.raises(AlreadyPendingCallError, match="pending call to `reset`"):
+            ours.reset_async(seed=4)
+        with pytest.raises(AlreadyPendingCallError, match="pending call to `reset`"):
+            ours.step(reference.action_space.sample())
+        with pytest.raises(NoAsyncCallError, match="without any prior call to `call_async`"):
+            ours.call_wait()
+        with pytest.raises(NotImplementedError, match="timeout=None"):
+            ours.reset_wait(timeout=1.0)
+        assert_same(ours.reset_wait(), reference.reset(seed=4, options={"tag": 1}), "reset_wait")
+        actions = reference.action_space.sample()
+        assert_same(ours.step(actions), reference.step(actions), "step after reset_wait")
+        ours.call_async("double", 3)
+        assert_same(ours.call_wait(), reference.call("double", 3), "call_wait")
+        ours.step_async(actions)
+        with pytest.raises(AlreadyPendingCallError, match="pending call to `step`"):
+            ours.call_async("double", 3)
+        assert_same(ours.step_wait(), reference.step(actions), "step_wait")
+    finally:
+        ours.close()
+        reference.close()

@@ -51,6 +51,8 @@ def budget_line(config: Mapping[str, Any], learner: Any, horizon: int, start: in
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:

@@ -67,8 +67,8 @@ def test_pearl_reports_its_collection_and_gradient_steps(tmp_path, recorded, cap
     err = capsys.readouterr().err
     assert err.startswith("seed 3, 2 iterations of about 80 env steps (280 in all, 120 collected before the first)\n")
     # Once the first iteration is done, what it cost and what the rest takes at that rate; said once.
-    costs = re.findall(r"iteration (\d+) took (\d+) s \(sampling (\d+) s, update (\d+) s\); the (\d+) left take "
-                       r"about (\d+) s at this rate\n", err)
+    costs = re.findall(r"iteration (\d+) took ([\d.]+) s \(sampling ([\d.]+) s, update ([\d.]+) s\); the (\d+) left "
+                       r"take about ([\d.]+) s at this rate\n", err)
     assert len(costs) == 1 and costs[0][0] == "0" and costs[0][4] == "1", err
     for name in ("initial collection, every training task", "collection (extra)", "SAC gradient steps"):
         assert f"  {name}:   0%|" in err  # the second line, drawn as the phase starts (no delay here)
@@ -114,4 +114,5 @@ def test_the_cost_line_by_hand():
     assert cost_line(0, 40.2, 11.9, 499) == ("iteration 0 took 52 s (sampling 40 s, update 12 s); the 499 left take "
                                              "about 7.2 h at this rate")
     assert cost_line(7, 100.0, 200.0, 0) == "iteration 7 took 5 min (sampling 2 min, update 3 min)"
-    assert cost_line(3, 0.4, 0.2, 60) == "iteration 3 took 1 s (sampling 0 s, update 0 s); the 60 left take about 36 s at this rate"
+    assert cost_line(3, 0.4, 0.2, 60) == ("iteration 3 took 0.6 s (sampling 0.4 s, update 0.2 s); the 60 left take "
+                                          "about 36 s at this rate")

@@ -10,22 +10,14 @@ import re
 import pytest
 import yaml
 
-from helpers.runs import assert_same_policy, load_policy, run
+from helpers.runs import PEARL_TINY, assert_same_policy, load_policy, run
 from maml_rl.app import progress as progress_module
 from maml_rl.app import training
 from maml_rl.app.progress import PhaseBar
 from maml_rl.utils.progress import Progress
 
 # PEARL on 2D navigation, a second an iteration: 4 training tasks, 2 a collection, 4 SAC steps.
-TINY_PEARL = {
-    "algorithm": "pearl", "env-name": "2DNavigation-v0",
-    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
-    "gamma": 0.99, "hidden-sizes": [16, 16], "nonlinearity": "relu", "fast-batch-size": 1, "meta-batch-size": 2,
-    "num-batches": 2, "latent-size": 3, "context-hidden-sizes": [16], "num-train-tasks": 4,
-    "num-initial-steps": 30, "num-steps-prior": 10, "num-steps-posterior": 10, "num-extra-rl-steps-posterior": 20,
-    "num-train-steps-per-itr": 4, "tasks-per-update": 3, "sac-batch-size": 8, "embedding-batch-size": 6,
-    "replay-capacity": 100,
-}
+TINY_PEARL = {**PEARL_TINY, "num-batches": 2, "replay-capacity": 100}
 
 
 class Recorder(PhaseBar):

@@ -46,6 +46,18 @@ TRANSPARENT_WRAPPERS = (
 _RESET_STATE = ("qpos", "qvel")
 
 
+def copy_reset_state(batch: Any, reset_state: dict, envs: Sequence[Any], ids: np.ndarray) -> None:
+    """Copy the state each env's reset set (``envs[i]``'s ``MjData``) into simulation ``i`` of ``batch``, for
+    ``i`` in ``ids``; ``reset_state``: the batch's bound ``qpos`` and ``qvel``."""
+    batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+    for i in ids:
+        data = envs[i].unwrapped.data
+        for name, rows in reset_state.items():
+            rows[i] = getattr(data, name)
+    # Derived fields (the positions read before the first step) need a call.
+    batch.forward(ids)
+
+
 def batch_support(env: gym.Env) -> Optional[str]:
     """``None`` if the fast path can step copies of ``env``, else why not.
 
@@ -115,14 +127,7 @@ class BatchedChildEnv(ChildEnv):
         self.episode_end_rows = np.asarray(self.episode_end, dtype=np.int64)
 
     def _copy_reset_state(self, ids: np.ndarray) -> None:
-        """Copy the state each env's reset set into its simulation."""
-        self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
-        for i in ids:
-            data = self.envs[i].unwrapped.data
-            for name, rows in self.reset_state.items():
-                rows[i] = getattr(data, name)
-        # Derived fields (the positions read before the first step) need a call.
-        self.batch.forward(ids)
+        copy_reset_state(self.batch, self.reset_state, self.envs, ids)
 
     def step(self, t: int) -> None:
         b = self.buffers

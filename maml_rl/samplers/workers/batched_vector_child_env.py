@@ -20,7 +20,7 @@ import mujoco
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from .batched_child_env import _RESET_STATE, batch_support, mujoco_batch
+from .batched_child_env import _RESET_STATE, batch_support, copy_reset_state, mujoco_batch
 from .child_env import time_limit
 from .vector_child_env import Infos, VectorChildEnv, VectorSpec, VectorViews
 
@@ -77,12 +77,7 @@ class BatchedVectorChildEnv(VectorChildEnv):
         """Copy the state each env's reset set into its simulation; its episode starts."""
         if len(ids) == 0:
             return
-        self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
-        for i in ids:
-            data = self.envs[i].unwrapped.data
-            for name, rows in self.reset_state.items():
-                rows[i] = getattr(data, name)
-        self.batch.forward(ids)
+        copy_reset_state(self.batch, self.reset_state, self.envs, ids)
         self.elapsed[ids] = 0
 
     def _step(self, actions: Sequence[Any]) -> Optional[Infos]:

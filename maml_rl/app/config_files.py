@@ -76,7 +76,7 @@ def config_keys(algorithm: str) -> dict[str, Hyperparameter]:
 
 def all_config_keys() -> dict[str, Hyperparameter]:
     """Every key some registered algorithm accepts: ``algorithm``, the shared keys, then each algorithm's own."""
-    return {h.key: h for h in (ALGORITHM_KEY, *SHARED_KEYS, *(h for keys in _algorithm_keys().values() for h in keys))}
+    return {key: h for name in METALEARNERS for key, h in config_keys(name).items()}
 
 
 #: A config file is a few KB; one far larger is a mistake (or an attack) that would take minutes to parse.
@@ -373,12 +373,8 @@ def _markdown_text(text: str) -> str:
 
 
 def markdown_reference() -> str:
-    """The reference of every configuration key as Markdown tables, one per section.
-
-    The shared keys come first, then each algorithm's own keys (declared in
-    :mod:`maml_rl.config.hyperparameters`); each row gives the key, the values it
-    accepts, its default (or "required") and what it does.
-    """
+    """Every configuration key as Markdown tables: the shared keys, then each algorithm's own (its learner's
+    ``hyperparameters``); a row gives the key, the values it accepts, its default (or "required") and what it does."""
     sections = [("Keys of every algorithm", (ALGORITHM_KEY, *SHARED_KEYS))]
     sections += [(f"Keys of `algorithm: {name}` only", keys) for name, keys in _algorithm_keys().items()]
     lines = []

@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 __all__ = ["BOOLEAN", "POSITIVE_INT", "REQUIRED", "Check", "Hyperparameter", "InvalidValue", "choice", "integer",
            "number", "optional"]
 
@@ -80,8 +82,7 @@ class Hyperparameter:
 # -------------------------------------------------------------------- checks
 def _is_int(value: Any) -> bool:
     """An int or a numpy integer (the Python API passes both), never a bool."""
-    return (isinstance(value, int) or type(value).__module__ == "numpy" and hasattr(value, "__index__")) \
-        and not isinstance(value, bool)
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def integer(minimum: int) -> Check:

@@ -22,15 +22,8 @@ from ..errors import WorkerDiedError, WorkerError
 from .buffers import BufferSpec, TrajectoryBuffers
 from .child_env import assign_slots
 from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, WorkerHandles, make_child_env, worker_main
-from .processes import (
-    deferred_signals,
-    describe_exit,
-    main_module_hidden,
-    main_module_reference,
-    start_resource_tracker,
-    warn_if_oversubscribed,
-    worker_start_signals_blocked,
-)
+from .processes import (deferred_signals, describe_exit, main_module_hidden, main_module_reference,
+                        start_resource_tracker, warn_if_oversubscribed, worker_start_signals_blocked)
 from .protocol import EnvPool
 from .timeouts import ask_positions, step_timeout_error
 

@@ -2,8 +2,9 @@
 
 For RL code that owns its loop (``envs.step(actions)``): several envs per worker process,
 stepped one after another, one wake-up per worker per step; observations, actions, rewards
-and flags in shared memory. Built as ``AsyncVectorEnv`` is, with gymnasium 1.x's semantics
-(``SyncVectorEnv``'s, env for env: ``tests/samplers/test_vector_env.py`` holds it to them),
+and flags in shared memory. With ``num_workers=0`` (the default on the MuJoCo fast path) the
+envs step in this process instead, their physics on ``mujoco.batch``'s threads. Built as
+``AsyncVectorEnv`` is, with gymnasium 1.x's semantics (``SyncVectorEnv``'s, env for env: ``tests/samplers/test_vector_env.py`` holds it to them),
 and the meta-learning task control of the sampler (``reset_tasks``, ``sample_tasks``).
 ``docs/vector.md`` shows it in use and lists what differs from ``AsyncVectorEnv``.
 """
@@ -26,7 +27,8 @@ from .errors import PoolStateError, SamplerClosedError
 from .exclusive import OneCallAtATime
 from .settings.execution import _start_method, checked_step_timeout
 from .workers.processes import usable_cpus
-from .workers.vector_child_env import VectorSpec
+from .workers.in_process_vector_pool import InProcessVectorPool
+from .workers.vector_child_env import InfoColumns, VectorSpec, fits_buffer, read_copies
 from .workers.vector_pool import VectorEnvPool
 
 __all__ = ["MultiTaskVectorEnv", "VectorEnvClosedError", "VectorResetNeeded", "make_vector_env"]
@@ -42,11 +44,17 @@ class VectorResetNeeded(PoolStateError, ResetNeeded):
 
 
 class MultiTaskVectorEnv(VectorEnv):
-    """A gymnasium vector env over ChildEnv worker processes and shared memory.
+    """A gymnasium vector env over ChildEnv worker processes and shared memory (or this process).
 
     :param env_fns: one callable per env, each returning a gymnasium env (the same spaces).
     :param num_workers: worker processes (each steps ``~num_envs / num_workers`` envs one after
-        another); ``None``: one per usable CPU; at most ``num_envs``.
+        another), at most ``num_envs``. ``0``: every env steps in this process, with no wake-up, pipe
+        or pickled reply a step; on the MuJoCo fast path its one ``mujoco.batch`` call a step runs on
+        ``batch_threads`` threads (the faster layout there: docs/benchmarks.md). ``None``, as the
+        sampler: ``0`` where the fast path is taken (or on one CPU) and no ``step_timeout`` is set,
+        else one worker process per usable CPU.
+    :param batch_threads: with ``num_workers=0`` on the fast path, the ``mujoco.batch`` threads (this one
+        included); ``None``: one per usable CPU.
     :param start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; ``None``: forkserver
         where available (as the sampler).
     :param autoreset_mode: gymnasium's ``AutoresetMode`` (or its value).
@@ -66,8 +74,8 @@ class MultiTaskVectorEnv(VectorEnv):
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], *, num_workers: Optional[int] = None,
                  start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
                  copy: bool = True, observation_mode: str = "same", step_timeout: Optional[float] = None,
-                 mujoco_batch: Optional[bool] = None):
-        self._pool: Optional[VectorEnvPool] = None
+                 mujoco_batch: Optional[bool] = None, batch_threads: Optional[int] = None):
+        self._pool: Optional[VectorEnvPool | InProcessVectorPool] = None
         self._task_env: Optional[gym.Env] = None
         self._pending: Optional[tuple] = None  # a reset_async's or call_async's (name, arguments)
         self.closed = False
@@ -77,15 +85,21 @@ class MultiTaskVectorEnv(VectorEnv):
         if observation_mode != "same":
             raise ValueError(f"MultiTaskVectorEnv supports observation_mode='same' only, got {observation_mode!r}")
         if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int)
-                                        or num_workers < 1):
-            raise ValueError(f"num_workers must be an int >= 1 (or None: one per usable CPU), got {num_workers!r}")
+                                        or num_workers < 0):
+            raise ValueError("num_workers must be an int >= 0 (0: the envs step in this process; None: the default "
+                             f"layout), got {num_workers!r}")
+        if batch_threads is not None and (isinstance(batch_threads, bool) or not isinstance(batch_threads, int)
+                                          or batch_threads < 1):
+            raise ValueError(f"batch_threads must be an int >= 1 (or None: one per usable CPU), got {batch_threads!r}")
         self.copy = copy
         self.autoreset_mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) \
             else AutoresetMode(autoreset_mode)
         self.num_envs = len(self.env_fns)
-        self.num_workers = min(num_workers or usable_cpus(), self.num_envs)
         self.start_method = _start_method(start_method)
         self.step_timeout = checked_step_timeout(step_timeout)
+        if self.step_timeout is not None and num_workers == 0:
+            raise ValueError("step_timeout needs worker processes (a step in this process cannot be cut short): "
+                             "pass num_workers >= 1, or leave step_timeout at None")
         self._guard = OneCallAtATime("MultiTaskVectorEnv")
 
         # As AsyncVectorEnv: the spaces and metadata of a first env built here, kept to draw tasks.
@@ -117,12 +131,23 @@ class MultiTaskVectorEnv(VectorEnv):
                 raise ValueError(f"mujoco_batch=True, but the MuJoCo fast path cannot step these envs: {reason}; "
                                  "leave mujoco_batch at None to step them one at a time")
             mujoco_batch = mujoco_batch if reason is None else False
-        #: Whether the workers step through the MuJoCo fast path (those whose envs all allow it, with None).
+        #: Whether the envs step through the MuJoCo fast path (each worker's whose envs all allow it, with None).
         self.mujoco_batch = mujoco_batch is not False
+        if num_workers is None:  # the sampler's default layout (settings.execution.ExecutionSettings.layout)
+            cpus = usable_cpus()
+            num_workers = 0 if (self.mujoco_batch or cpus == 1) and self.step_timeout is None else cpus
+        if batch_threads is not None and num_workers != 0:
+            raise ValueError(f"batch_threads applies when the envs step in this process (num_workers=0), not with "
+                             f"{num_workers} worker processes, each of which steps its envs on one thread")
+        #: Worker processes; 0 when the envs step in this process.
+        self.num_workers = min(num_workers, self.num_envs)
         self._spec = VectorSpec(self.single_observation_space, self.single_action_space, self.num_envs,
-                                self.num_workers, self.autoreset_mode.value, mujoco_batch)
+                                max(1, self.num_workers), self.autoreset_mode.value, mujoco_batch)
         try:
-            self._pool = VectorEnvPool(self.env_fns, self._spec, self.start_method, self.step_timeout)
+            if self.num_workers == 0:
+                self._pool = InProcessVectorPool(self.env_fns, self._spec, batch_threads or usable_cpus())
+            else:
+                self._pool = VectorEnvPool(self.env_fns, self._spec, self.start_method, self.step_timeout)
         except BaseException:
             self.close()
             raise
@@ -130,7 +155,7 @@ class MultiTaskVectorEnv(VectorEnv):
         self._observation_memory = views.observation_memory
         # gymnasium reads Text and OneOf spaces out of shared memory as new tuples, not as views: those are
         # read again after every step (AsyncVectorEnv(shared_memory=True) reads them once, at its start).
-        self._read_again = _read_copies(self.single_observation_space)
+        self._read_again = read_copies(self.single_observation_space)
         self._observations = views.observations
         self._actions = views.actions
         self._rewards, self._terminations, self._truncations = views.rewards, views.terminated, views.truncated
@@ -180,7 +205,7 @@ class MultiTaskVectorEnv(VectorEnv):
                 raise VectorResetNeeded(
                     f"env(s) {np.flatnonzero(self._autoreset_envs).tolist()} ended their episode and autoreset_mode "
                     "is DISABLED: reset them first, e.g. reset(options={'reset_mask': terminations | truncations})")
-            if self._actions is not None and _fits(actions, self._actions):
+            if self._actions is not None and fits_buffer(actions, self._actions):
                 self._actions[...] = actions
                 self._pool.step_shared()
             else:
@@ -305,8 +330,9 @@ class MultiTaskVectorEnv(VectorEnv):
     # -- internals ---------------------------------------------------------------
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> tuple[Any, ...]:
-        replies = self._request("call", [(name, args, kwargs)] * self.num_workers)
-        return tuple(value for w in range(self.num_workers) for value in replies[w])
+        workers = range(self._spec.num_workers)
+        replies = self._request("call", [(name, args, kwargs)] * len(workers))
+        return tuple(value for w in workers for value in replies[w])
 
     def _request(self, kind: str, payloads: List[Any]) -> Dict[int, Any]:
         self._check_open(kind)
@@ -323,7 +349,11 @@ class MultiTaskVectorEnv(VectorEnv):
         """gymnasium's vector infos, env by env in order, as ``SyncVectorEnv`` builds them."""
         infos: Dict[str, Any] = {}
         for w in sorted(replies):
-            for env_index, info in replies[w]:
+            reply = replies[w]
+            if isinstance(reply, InfoColumns):
+                reply.add_to(infos, self.num_envs)
+                continue
+            for env_index, info in reply:
                 infos = self._add_info(infos, info, env_index)
         return infos
 
@@ -355,26 +385,10 @@ class MultiTaskVectorEnv(VectorEnv):
             self.close()
 
 
-def _read_copies(space: gym.Space) -> bool:
-    """Whether gymnasium's ``read_from_shared_memory`` of ``space`` copies (a Text or OneOf anywhere in it)."""
-    if isinstance(space, (gym.spaces.Text, gym.spaces.OneOf)):
-        return True
-    if isinstance(space, gym.spaces.Dict):
-        return any(_read_copies(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return any(_read_copies(s) for s in space.spaces)
-    return False
-
-
-def _fits(actions: Any, buffer: np.ndarray) -> bool:
-    """Whether ``actions`` go into the shared buffer unchanged (same dtype and shape)."""
-    return isinstance(actions, np.ndarray) and actions.dtype == buffer.dtype and actions.shape == buffer.shape
-
-
 def make_vector_env(env_id: str, num_envs: int = 1, *, num_workers: Optional[int] = None,
                     start_method: Optional[str] = None, autoreset_mode: Any = AutoresetMode.NEXT_STEP,
                     copy: bool = True, step_timeout: Optional[float] = None, mujoco_batch: Optional[bool] = None,
-                    **env_kwargs: Any) -> MultiTaskVectorEnv:
+                    batch_threads: Optional[int] = None, **env_kwargs: Any) -> MultiTaskVectorEnv:
     """A :class:`MultiTaskVectorEnv` of ``num_envs`` envs ``gymnasium.make(env_id, **env_kwargs)``:
     the ``vector_entry_point`` of the registered meta-envs, so that
     ``gymnasium.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", num_workers=2)``
@@ -382,4 +396,4 @@ def make_vector_env(env_id: str, num_envs: int = 1, *, num_workers: Optional[int
     env_fn = make_env(env_id, **env_kwargs)
     return MultiTaskVectorEnv([env_fn] * num_envs, num_workers=num_workers, start_method=start_method,
                               autoreset_mode=autoreset_mode, copy=copy, step_timeout=step_timeout,
-                              mujoco_batch=mujoco_batch)
+                              mujoco_batch=mujoco_batch, batch_threads=batch_threads)

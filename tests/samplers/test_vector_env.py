@@ -13,7 +13,9 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from maml_rl.envs import make_env
 from maml_rl.envs.registration import ENV_IDS, METAWORLD_IDS, VectorEntryPoint, register_envs
 from maml_rl.samplers.vector_env import MultiTaskVectorEnv, VectorResetNeeded
+from maml_rl.samplers.workers.processes import usable_cpus
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
+from maml_rl.samplers.workers.vector_child_env import InfoColumns
 
 from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv
 
@@ -85,10 +87,14 @@ def drive(env_fns, mode, *, steps=30, seed=5, tasks=None, actions_dtype=None, **
     return ended
 
 
+LAYOUTS = pytest.mark.parametrize("num_workers", [2, 0], ids=["2 workers", "in process"])
+
+
+@LAYOUTS
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
 @pytest.mark.parametrize("env_class", [BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv], ids=lambda c: c.__name__)
-def test_same_as_sync_vector_env(env_class, mode):
-    ended = drive([env_class] * 5, mode)
+def test_same_as_sync_vector_env(env_class, mode, num_workers):
+    ended = drive([env_class] * 5, mode, num_workers=num_workers)
     assert ended > 10  # the autoresets were exercised
 
 
@@ -97,8 +103,8 @@ def test_actions_of_another_dtype_reach_the_envs_unchanged():
     drive([BoxEnv] * 3, AutoresetMode.NEXT_STEP, actions_dtype=np.float64, steps=10)
 
 
-@pytest.mark.parametrize("num_envs, num_workers", [(1, 1), (3, 3), (2, 5)], ids=["one env", "one worker per env",
-                                                                              "more workers than envs"])
+@pytest.mark.parametrize("num_envs, num_workers", [(1, 1), (3, 3), (2, 5), (1, 0)],
+                         ids=["one env", "one worker per env", "more workers than envs", "one env in process"])
 def test_layouts(num_envs, num_workers):
     drive([BoxEnv] * num_envs, AutoresetMode.SAME_STEP, num_workers=num_workers, steps=15)
 
@@ -204,12 +210,15 @@ FAST_PATH = pytest.mark.skipif(mujoco_batch is None, reason="the MuJoCo fast pat
 
 
 @pytest.mark.mujoco_version
+@LAYOUTS
 @pytest.mark.parametrize("fast", [pytest.param(True, marks=FAST_PATH), False], ids=["fast path", "per env"])
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
 @pytest.mark.parametrize("env_id", ["HalfCheetahVel-v5", "AntDir-v5", "AntPos-v5"])
-def test_mujoco_envs_with_tasks_from_reset_tasks(env_id, mode, fast):
+def test_mujoco_envs_with_tasks_from_reset_tasks(env_id, mode, fast, num_workers):
     """Observations, rewards, flags and every step info (reward_ctrl included) of SyncVectorEnv, bit for bit, on
-    the fast path and off it; wide actions make the Ants fall (terminations) besides the 4-step time limit."""
+    the fast path and off it, in worker processes and in this process (the fast path on 2 mujoco.batch threads);
+    wide actions make the Ants fall (terminations) besides the 4-step time limit, and in the steps between,
+    the whole range steps at once and its infos travel as one array (InfoColumns)."""
     env_fn = make_env(env_id, max_episode_steps=4)
     probe = MultiTaskVectorEnv([env_fn] * 3, num_workers=2, start_method="fork", mujoco_batch=fast or False)
     try:
@@ -219,7 +228,9 @@ def test_mujoco_envs_with_tasks_from_reset_tasks(env_id, mode, fast):
         assert repr(tasks) == same and repr(tasks) != other  # (AntPos's tasks hold arrays)
     finally:
         probe.close()
-    ended = drive([env_fn] * 3, mode, tasks=tasks, steps=12, mujoco_batch=fast or False)
+    threads = {"batch_threads": 2} if num_workers == 0 else {}
+    ended = drive([env_fn] * 3, mode, tasks=tasks, steps=12, mujoco_batch=fast or False, num_workers=num_workers,
+                  **threads)
     assert ended >= 6  # every env ended an episode at least twice
 
 
@@ -346,3 +357,45 @@ def test_reset_async_and_call_async_as_async_vector_env_has_them():
     finally:
         ours.close()
         reference.close()
+
+
+def test_info_columns_build_what_add_info_builds_env_by_env():
+    """InfoColumns.add_to against gymnasium's own _add_info over the same values: after infos of other envs
+    (a key of another type, keys first seen later), for a range in the middle, twice in a row."""
+    reference_env = SyncVectorEnv([BoxEnv] * 6)
+    values = np.array([[0.1, -2.5], [np.nan, 1e-300], [3.0, -0.0]])  # b: into the int array of env 0's b
+    earlier = [(0, {"b": 7, "z": 1.5}), (5, {"a": 2.0, "final_info": {"x": 1.0}})]
+    for repeat in (1, 2):
+        reference, ours = {}, {}
+        for env_index, info in earlier:
+            reference = reference_env._add_info(reference, info, env_index)
+            ours = reference_env._add_info(ours, info, env_index)
+        for _ in range(repeat):
+            for i in range(3):
+                reference = reference_env._add_info(reference, {"a": float(values[i, 0]), "b": float(values[i, 1])},
+                                                    2 + i)
+            InfoColumns(2, ("a", "b"), values).add_to(ours, 6)
+        assert_same(ours, reference, f"infos after {repeat} add(s)")
+    reference_env.close()
+
+
+@FAST_PATH
+def test_the_default_layout_is_the_samplers():
+    """As the sampler: envs on the fast path step in this process on a thread per CPU, unless a step_timeout
+    asks for processes; the rest get a worker process per CPU. Contradictory settings are refused."""
+    cheetah, navigation = make_env("HalfCheetahVel-v5"), make_env("2DNavigation-v0")
+    cpus = usable_cpus()
+    for env_fns, kwargs, workers in (([cheetah] * 3, {}, 0), ([cheetah] * 3, {"step_timeout": 30.0}, min(cpus, 3)),
+                                     ([navigation] * 3, {}, 0 if cpus == 1 else min(cpus, 3))):
+        envs = MultiTaskVectorEnv(env_fns, start_method="fork", **kwargs)
+        try:
+            assert envs.num_workers == workers and len(envs.worker_pids) == workers
+        finally:
+            envs.close()
+    for kwargs, message in (({"num_workers": 2, "batch_threads": 2}, "batch_threads applies when the envs step in "
+                                                                     "this process"),
+                            ({"num_workers": 0, "step_timeout": 5.0}, "step_timeout needs worker processes"),
+                            ({"num_workers": -1}, "num_workers must be an int >= 0"),
+                            ({"num_workers": 0, "batch_threads": 0}, "batch_threads must be an int >= 1")):
+        with pytest.raises(ValueError, match=message):
+            MultiTaskVectorEnv([cheetah] * 2, start_method="fork", **kwargs)

@@ -213,3 +213,44 @@ def test_ctrl_c_while_waiting_closes_the_env_and_ends_its_workers():
     with pytest.raises(VectorEnvClosedError):
         envs.reset()
     envs.close()
+
+
+def test_in_process_env_exception_names_the_env_and_closes_the_vector_env():
+    """num_workers=0: the workers' error, with the env, the operation and the traceback; then closed."""
+    envs = MultiTaskVectorEnv(_fails_at_env(1, 2, fail_in="step", fail_at=2), num_workers=0)
+    envs.reset(seed=0)
+    with pytest.raises(WorkerError) as info:
+        for _ in range(5):
+            envs.step(envs.action_space.sample())
+    message = str(info.value)
+    assert "told to fail in step" in message and "Traceback" in message and "in env 1" in message
+    with pytest.raises(VectorEnvClosedError):
+        envs.reset(seed=0)
+    envs.close()
+
+    def broken():
+        raise RuntimeError("no such env here")
+
+    with pytest.raises(WorkerError, match="while starting: RuntimeError\\('no such env here'\\)"):
+        MultiTaskVectorEnv([BoxEnv, broken], num_workers=0)
+
+
+def test_in_process_ctrl_c_during_a_step_closes_the_vector_env():
+    """A step cut short leaves its envs half-stepped: the vector env closes rather than go on from there."""
+    envs = MultiTaskVectorEnv([partial(SlowEnv, seconds=1.0)] * 2, num_workers=0)
+    envs.reset(seed=0)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(envs.action_space.sample())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    with pytest.raises(VectorEnvClosedError):
+        envs.reset()
+    envs.close()

@@ -14,7 +14,7 @@ Like the other workers' modules, it imports no torch.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import mujoco
 import numpy as np
@@ -22,14 +22,14 @@ from gymnasium.vector import AutoresetMode
 
 from .batched_child_env import _RESET_STATE, batch_support, copy_reset_state, mujoco_batch
 from .child_env import time_limit
-from .vector_child_env import Infos, VectorChildEnv, VectorSpec, VectorViews
+from .vector_child_env import InfoColumns, Infos, VectorChildEnv, VectorSpec, VectorViews
 
 
 class BatchedVectorChildEnv(VectorChildEnv):
     """A :class:`VectorChildEnv` whose envs step through one ``mujoco.batch.Batch``."""
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], num_envs: int, buffers: VectorViews, index: int,
-                 spec: VectorSpec):
+                 spec: VectorSpec, nthread: int = 1):
         super().__init__(env_fns, num_envs, buffers, index, spec)
         first = self.envs[0]
         reason = batch_support(first)
@@ -47,7 +47,7 @@ class BatchedVectorChildEnv(VectorChildEnv):
         self.frame_skip = int(self.vector.frame_skip)
         self.time_limit = time_limit(first)
         n = len(self.envs)
-        self.batch = mujoco_batch.Batch(self.vector.model, n, nthread=1)
+        self.batch = mujoco_batch.Batch(self.vector.model, n, nthread=nthread)
         self.fields = {name: self.batch.bind(name) for name in self.vector.vector_fields}
         self.reset_state = {name: self.batch.bind(name) for name in _RESET_STATE}
         self.ctrl = self.batch.bind("ctrl")
@@ -80,7 +80,11 @@ class BatchedVectorChildEnv(VectorChildEnv):
         copy_reset_state(self.batch, self.reset_state, self.envs, ids)
         self.elapsed[ids] = 0
 
-    def _step(self, actions: Sequence[Any]) -> Optional[Infos]:
+    def step(self, t: int = 0) -> Union[Infos, InfoColumns, None]:
+        """Step every env with its action from shared memory (one copy of the worker's rows)."""
+        return self._step(self.actions[self.range.start:self.range.stop].copy())
+
+    def _step(self, actions: Sequence[Any]) -> Union[Infos, InfoColumns, None]:
         if self.batch is None:
             return super()._step(actions)
         b, lo, mode = self.buffers, self.range.start, self.mode
@@ -92,24 +96,23 @@ class BatchedVectorChildEnv(VectorChildEnv):
         step_infos: dict = {}
         observations = rewards = terminated = truncated = None
         if len(ids):
-            self.synced = False
-            vector, fields = self.vector, self.fields
-            rows = slice(None) if len(ids) == n else ids
-            controls = vector.vector_controls(np.asarray([actions[i] for i in ids]))
-            self.ctrl[rows] = controls
-            before = vector.vector_before({name: field[rows] for name, field in fields.items()})
-            try:
-                self.batch.step(None if len(ids) == n else ids, nstep=self.frame_skip)
-            except mujoco_batch.SimulationError as error:
-                self.current_env = lo + int(np.asarray(error.ids).flat[0])
-                raise
-            observations = np.empty((len(ids), *self.space.shape), dtype=self.space.dtype)
-            rewards, terminated = vector.vector_outputs(
-                {name: field[rows] for name, field in fields.items()}, before, controls,
-                {key: value[rows] for key, value in self.task_rows.items()}, observations, step_infos)
-            self.elapsed[ids] += 1
-            truncated = self.elapsed[ids] >= self.time_limit if self.time_limit is not None \
-                else np.zeros(len(ids), dtype=np.bool_)
+            observations, rewards, terminated, truncated = self._advance(ids, actions, step_infos)
+            if len(ids) == n and not (mode is AutoresetMode.SAME_STEP and (terminated.any() or truncated.any())):
+                # No env resets in this step: the whole range at once, as the loop below would write it.
+                rows = slice(lo, lo + n)
+                b.rewards[rows], b.terminated[rows], b.truncated[rows] = rewards, terminated, truncated
+                np.logical_or(terminated, truncated, out=self.autoreset)
+                if self.flat_shape is not None:
+                    b.observations[rows] = observations
+                else:
+                    for i in range(n):
+                        self._write(lo + i, observations[i])
+                if not step_infos:
+                    return None
+                columns = np.empty((n, len(step_infos)), dtype=np.float64)
+                for j, values in enumerate(step_infos.values()):
+                    columns[:, j] = values  # what float(values[k]) gives, env by env
+                return InfoColumns(lo, tuple(step_infos), columns)
         infos: Infos = []
         k = 0  # the row of env i among the stepped ones
         for i in range(n):
@@ -137,6 +140,29 @@ class BatchedVectorChildEnv(VectorChildEnv):
                 infos.append((g, info))
         self.current_env = None
         return infos or None
+
+    def _advance(self, ids: np.ndarray, actions: Sequence[Any], step_infos: dict) -> tuple:
+        """Step the simulations ``ids`` one env step; their observations, rewards, terminations and
+        truncations (rows in the order of ``ids``), and their step infos into ``step_infos``."""
+        self.synced = False
+        vector, fields, n = self.vector, self.fields, len(self.envs)
+        rows = slice(None) if len(ids) == n else ids
+        controls = vector.vector_controls(np.asarray(actions if len(ids) == n else [actions[i] for i in ids]))
+        self.ctrl[rows] = controls
+        before = vector.vector_before({name: field[rows] for name, field in fields.items()})
+        try:
+            self.batch.step(None if len(ids) == n else ids, nstep=self.frame_skip)
+        except mujoco_batch.SimulationError as error:
+            self.current_env = self.range.start + int(np.asarray(error.ids).flat[0])
+            raise
+        observations = np.empty((len(ids), *self.space.shape), dtype=self.space.dtype)
+        rewards, terminated = vector.vector_outputs(
+            {name: field[rows] for name, field in fields.items()}, before, controls,
+            {key: value[rows] for key, value in self.task_rows.items()}, observations, step_infos)
+        self.elapsed[ids] += 1
+        truncated = self.elapsed[ids] >= self.time_limit if self.time_limit is not None \
+            else np.zeros(len(ids), dtype=np.bool_)
+        return observations, rewards, terminated, truncated
 
     def _sync(self) -> None:
         """Give each env's own ``MjData`` its simulation's state (for a call that reads the env)."""

@@ -8,7 +8,8 @@ differs is what a worker steps, and where the results go:
 * :class:`VectorBuffers`: gymnasium's own shared memory for observations (and actions),
   rewards and flags, plus the per-worker command arrays ``entry`` reads;
 * :class:`VectorChildEnv`: one worker's envs, stepped one after another with gymnasium's
-  vector semantics (``SyncVectorEnv``'s loop, env for env).
+  vector semantics (``SyncVectorEnv``'s loop, env for env);
+* :class:`InfoColumns`: a step's infos as one array, where every env has the same float keys.
 
 A step writes observations, rewards and flags into shared memory; only non-empty infos
 (and, in ``SAME_STEP`` mode, the final observations) travel back pickled, one reply per
@@ -17,6 +18,7 @@ worker. Torch-free: the worker processes import it.
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass, fields
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -31,6 +33,22 @@ from .child_env import assign_slots
 # Action spaces whose batch the caller's array is written into shared memory as it is; actions
 # of other spaces (Dict, Tuple, Text...) go to the workers pickled, one message per worker.
 _FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+def read_copies(space: gym.Space) -> bool:
+    """Whether gymnasium's ``read_from_shared_memory`` of ``space`` copies (a Text or OneOf anywhere in it)."""
+    if isinstance(space, (gym.spaces.Text, gym.spaces.OneOf)):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(read_copies(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(read_copies(s) for s in space.spaces)
+    return False
+
+
+def fits_buffer(actions: Any, buffer: np.ndarray) -> bool:
+    """Whether ``actions`` go into the shared buffer unchanged (same dtype and shape)."""
+    return isinstance(actions, np.ndarray) and actions.dtype == buffer.dtype and actions.shape == buffer.shape
 
 
 @dataclass(frozen=True)
@@ -86,10 +104,12 @@ class VectorBuffers:
     @classmethod
     def allocate(cls, spec: VectorSpec, num_slots: int, num_workers: int, ctx) -> "VectorBuffers":
         N, W = num_slots, max(1, num_workers)
-        actions = create_shared_memory(spec.action_space, n=N, ctx=ctx) if spec.shares_actions else None
+        # ctx=None (the envs step in this process): gymnasium's layout still, in memory no other process maps.
+        memory_ctx = ctx if ctx is not None else multiprocessing.get_context()
+        actions = create_shared_memory(spec.action_space, n=N, ctx=memory_ctx) if spec.shares_actions else None
         return cls(
             spec=spec,
-            observations=create_shared_memory(spec.observation_space, n=N, ctx=ctx),
+            observations=create_shared_memory(spec.observation_space, n=N, ctx=memory_ctx),
             actions=actions,
             rewards=SharedArray((N,), np.float64, ctx),
             terminated=SharedArray((N,), np.bool_, ctx),
@@ -131,6 +151,29 @@ class VectorViews:
 
 # (env index, info) of the envs whose info is not empty, in env order.
 Infos = List[Tuple[int, dict]]
+
+
+@dataclass(frozen=True)
+class InfoColumns:
+    """The step infos of envs ``start, start + 1, ...`` when each has the same keys, in the same order,
+    with float values: ``values[i, j]`` is env ``start + i``'s value of ``keys[j]``. One array crosses
+    the pipe instead of a dict per env, and the vector env writes each key's column into its infos
+    at once, which is what gymnasium's ``_add_info`` builds from the dicts env by env."""
+
+    start: int
+    keys: Tuple[str, ...]
+    values: np.ndarray  # (n, len(keys)) float64
+
+    def add_to(self, infos: dict, num_envs: int) -> None:
+        """``VectorEnv._add_info`` of each env's infos, a key at a time: the same arrays (float64, as
+        ``_add_info`` makes them for a float), the same masks and the same order of keys."""
+        rows = slice(self.start, self.start + len(self.values))
+        for j, key in enumerate(self.keys):
+            array = infos[key] if key in infos else np.zeros(num_envs, dtype=float)
+            array[rows] = self.values[:, j]
+            mask = infos[f"_{key}"] if f"_{key}" in infos else np.zeros(num_envs, dtype=np.bool_)
+            mask[rows] = True
+            infos[key], infos[f"_{key}"] = array, mask
 
 
 class VectorChildEnv:

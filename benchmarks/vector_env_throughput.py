@@ -5,9 +5,11 @@ envs from their observations with a small MLP (obs -> 64 -> 64 -> act, tanh, tor
 thread, under ``torch.no_grad``) and calls ``envs.step(actions)``. Contenders, each over N
 HalfCheetahVel-v5 envs (one task per env, autoreset ``NEXT_STEP``, episodes of 200 steps):
 
+* ``MultiTaskVectorEnv(num_workers=0, batch_threads=--workers)``: every env in this process, one
+  ``mujoco.batch`` call a step on ``--workers`` threads (the default layout where MuJoCo >= 4);
 * ``MultiTaskVectorEnv(num_workers=--workers)``: the sampler's ChildEnv processes, on the MuJoCo fast
-  path (one ``mujoco.batch`` call per worker per step, the default where MuJoCo >= 4) and, with
-  ``mujoco_batch=False``, stepping its envs one at a time;
+  path (one ``mujoco.batch`` call per worker per step) and, with ``mujoco_batch=False``, stepping its
+  envs one at a time;
 * gymnasium ``SyncVectorEnv`` (this process);
 * gymnasium ``AsyncVectorEnv(shared_memory=True)``: one process per env, started with fork;
   left out above ``--async-max-envs`` envs (one MuJoCo process per env on a few cores);
@@ -91,8 +93,9 @@ class WithTask:
 class Contender:
     """A vector env and how to drive it for ``steps`` steps; steps per second."""
 
-    def __init__(self, name: str, envs, policy: torch.nn.Module, obs_size: int):
+    def __init__(self, name: str, envs, policy: torch.nn.Module, obs_size: int, seeded: bool = True):
         self.name, self.envs, self.policy, self.obs_size = name, envs, policy, obs_size
+        self.seeded = seeded  # envpool takes its seed when made, not in reset
 
     def actions(self, observations: np.ndarray) -> np.ndarray:
         if observations.shape[1] < self.obs_size:  # envpool's shorter observations
@@ -109,7 +112,7 @@ class Contender:
 
     def run(self, steps: int) -> tuple:
         """(env steps per second, CPU microseconds per env step over this process and the workers)."""
-        observations, _ = self.envs.reset(seed=0)
+        observations, _ = self.envs.reset(seed=0) if self.seeded else self.envs.reset()
         pids = self.pids()
         cpu = cpu_seconds(pids)
         start = time.perf_counter()
@@ -121,6 +124,26 @@ class Contender:
 
     def close(self) -> None:
         self.envs.close()
+
+
+class BuiltPerRun(Contender):
+    """A contender whose vector env exists only while it runs: envpool's, whose threads, alive, slowed the
+    others (SyncVectorEnv at 16 envs ran at 0.82x beside an idle envpool pool in a separate check)."""
+
+    def __init__(self, name: str, make, policy: torch.nn.Module, obs_size: int):
+        super().__init__(name, None, policy, obs_size, seeded=False)
+        self.make = make
+
+    def run(self, steps: int) -> tuple:
+        self.envs = self.make()
+        try:
+            return super().run(steps)
+        finally:
+            self.envs.close()
+            self.envs = None
+
+    def close(self) -> None:
+        pass
 
 
 def contenders(num_envs: int, workers: int, async_max_envs: int) -> List[Contender]:
@@ -136,8 +159,11 @@ def contenders(num_envs: int, workers: int, async_max_envs: int) -> List[Contend
     ours.reset_tasks(tasks)
     per_env = MultiTaskVectorEnv([env_fn] * num_envs, num_workers=workers, mujoco_batch=False)
     per_env.reset_tasks(tasks)
+    in_process = MultiTaskVectorEnv([env_fn] * num_envs, num_workers=0, batch_threads=workers)
+    in_process.reset_tasks(tasks)
     path = "fast path" if ours.mujoco_batch else "no mujoco.batch"
-    built = [Contender(f"MultiTaskVectorEnv({workers} workers, {path})", ours, policy, obs_size),
+    built = [Contender(f"MultiTaskVectorEnv(in process, {workers} threads)", in_process, policy, obs_size),
+             Contender(f"MultiTaskVectorEnv({workers} workers, {path})", ours, policy, obs_size),
              Contender(f"MultiTaskVectorEnv({workers} workers, per env)", per_env, policy, obs_size),
              Contender("SyncVectorEnv", gym.vector.SyncVectorEnv(with_tasks), policy, obs_size)]
     if num_envs <= async_max_envs:
@@ -148,8 +174,9 @@ def contenders(num_envs: int, workers: int, async_max_envs: int) -> List[Contend
     try:
         import envpool
 
-        envs = envpool.make_gymnasium("HalfCheetah-v5", num_envs=num_envs, batch_size=num_envs, num_threads=workers)
-        built.append(Contender(f"envpool({workers} threads, no tasks)", envs, policy, obs_size))
+        make = partial(envpool.make_gymnasium, "HalfCheetah-v5", num_envs=num_envs, batch_size=num_envs,
+                       num_threads=workers, seed=0)
+        built.append(BuiltPerRun(f"envpool({workers} threads, no tasks)", make, policy, obs_size))
     except ImportError:
         print("  envpool is not installed: its row is left out")
     return built
@@ -207,7 +234,7 @@ def main(argv=None) -> None:
         sync = rates["SyncVectorEnv"]
         for name, values in rates.items():
             ratios = [v / s for v, s in zip(values, sync)]
-            print(f"  {name:38s} {statistics.median(values):9.0f} steps/s   x Sync {statistics.median(ratios):5.2f}"
+            print(f"  {name:44s} {statistics.median(values):9.0f} steps/s   x Sync {statistics.median(ratios):5.2f}"
                   f" [{min(ratios):.2f}, {max(ratios):.2f}]   CPU {statistics.median(cpu[name]):6.1f} us/step")
 
 

@@ -55,7 +55,8 @@ class VectorisedMujocoEnv(ABC):
     @abstractmethod
     def vector_before(self, fields: Mapping[str, np.ndarray]) -> Any:
         """What the outputs need from before the step (e.g. the x position),
-        from the fields' rows of the simulations about to step (copies)."""
+        from the fields' rows of the simulations about to step: the bound
+        arrays themselves when every simulation steps, so copy what you keep."""
 
     @abstractmethod
     def vector_outputs(

@@ -52,6 +52,7 @@ class BatchedVectorChildEnv(VectorChildEnv):
         self.reset_state = {name: self.batch.bind(name) for name in _RESET_STATE}
         self.ctrl = self.batch.bind("ctrl")
         self.elapsed = np.zeros(n, dtype=np.int64)  # steps of each env's episode (its TimeLimit)
+        self.all_ids = np.arange(n, dtype=np.int32)
         self._read_tasks()
         # Each env's own MjData holds its simulation's state (false once the batch has stepped it).
         self.synced = True
@@ -92,7 +93,7 @@ class BatchedVectorChildEnv(VectorChildEnv):
         self.current_operation = "step"
         # NEXT_STEP: an env whose episode ended resets in this step instead of stepping.
         resetting = self.autoreset.copy() if mode is AutoresetMode.NEXT_STEP else np.zeros(n, dtype=np.bool_)
-        ids = np.flatnonzero(~resetting).astype(np.int32)
+        ids = self.all_ids if not resetting.any() else np.flatnonzero(~resetting).astype(np.int32)
         step_infos: dict = {}
         observations = rewards = terminated = truncated = None
         if len(ids):
@@ -145,20 +146,24 @@ class BatchedVectorChildEnv(VectorChildEnv):
         """Step the simulations ``ids`` one env step; their observations, rewards, terminations and
         truncations (rows in the order of ``ids``), and their step infos into ``step_infos``."""
         self.synced = False
-        vector, fields, n = self.vector, self.fields, len(self.envs)
-        rows = slice(None) if len(ids) == n else ids
-        controls = vector.vector_controls(np.asarray(actions if len(ids) == n else [actions[i] for i in ids]))
+        vector, n = self.vector, len(self.envs)
+        every = len(ids) == n
+        rows = slice(None) if every else ids
+        # All rows: the bound fields themselves (fresh after every call), not views of them.
+        fields = self.fields if every else {name: field[rows] for name, field in self.fields.items()}
+        tasks = self.task_rows if every else {key: value[rows] for key, value in self.task_rows.items()}
+        controls = vector.vector_controls(np.asarray(actions if every else [actions[i] for i in ids]))
         self.ctrl[rows] = controls
-        before = vector.vector_before({name: field[rows] for name, field in fields.items()})
+        before = vector.vector_before(fields)
         try:
             self.batch.step(None if len(ids) == n else ids, nstep=self.frame_skip)
         except mujoco_batch.SimulationError as error:
             self.current_env = self.range.start + int(np.asarray(error.ids).flat[0])
             raise
         observations = np.empty((len(ids), *self.space.shape), dtype=self.space.dtype)
-        rewards, terminated = vector.vector_outputs(
-            {name: field[rows] for name, field in fields.items()}, before, controls,
-            {key: value[rows] for key, value in self.task_rows.items()}, observations, step_infos)
+        if not every:
+            fields = {name: field[rows] for name, field in self.fields.items()}
+        rewards, terminated = vector.vector_outputs(fields, before, controls, tasks, observations, step_infos)
         self.elapsed[ids] += 1
         truncated = self.elapsed[ids] >= self.time_limit if self.time_limit is not None \
             else np.zeros(len(ids), dtype=np.bool_)

@@ -22,7 +22,7 @@ HalfCheetahVel-v5 envs (one task per env, autoreset ``NEXT_STEP``, episodes of 2
 
 Start-up is excluded. The contenders run interleaved, the order rotating every round, and the
 script prints per N the median steps/s of each and, per contender, the median (and range) of
-its per-round ratio to ``SyncVectorEnv``: the machine is usually shared, so the ratios from
+its per-round ratio to ``SyncVectorEnv`` (and to envpool, when it runs): the machine is usually shared, so the ratios from
 one interleaved run mean more than the absolute numbers. It also prints the CPU time per env
 step of this process and the contender's workers (Linux): a contender whose wall time per step
 is its CPU time per step over the number of workers was given the cores; one whose wall time
@@ -232,10 +232,15 @@ def main(argv=None) -> None:
             for c in built:
                 c.close()
         sync = rates["SyncVectorEnv"]
+        envpool = next((values for name, values in rates.items() if name.startswith("envpool")), None)
         for name, values in rates.items():
             ratios = [v / s for v, s in zip(values, sync)]
-            print(f"  {name:44s} {statistics.median(values):9.0f} steps/s   x Sync {statistics.median(ratios):5.2f}"
-                  f" [{min(ratios):.2f}, {max(ratios):.2f}]   CPU {statistics.median(cpu[name]):6.1f} us/step")
+            line = (f"  {name:44s} {statistics.median(values):9.0f} steps/s   x Sync {statistics.median(ratios):5.2f}"
+                    f" [{min(ratios):.2f}, {max(ratios):.2f}]   CPU {statistics.median(cpu[name]):6.1f} us/step")
+            if envpool is not None and not name.startswith("envpool"):
+                ratios = [v / e for v, e in zip(values, envpool)]
+                line += f"   x envpool {statistics.median(ratios):5.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
+            print(line)
 
 
 if __name__ == "__main__":

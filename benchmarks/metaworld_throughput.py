@@ -16,6 +16,10 @@ at every step:
 * ``envpool``: envpool's native C++ port (``MetaWorld/<Class>-v3``), N envs on
   ``--workers`` threads, one pool per class (it draws goals itself, so the
   goals differ from the others');
+* ``batched``: ``maml_rl.envs.metaworld_fast.batched.BatchedSawyer``, the N envs of each class stepped
+  together (one ``mujoco.batch`` call a step on ``--workers`` threads, the outputs as arrays), with the
+  policy, in this process; only for scenarios whose classes are all batched (reach so far), and not yet
+  through the sampler;
 * ``physics``: the ceiling, only MuJoCo's calls of a Meta-World step
   (``mj_step`` x frame_skip, ``mj_rnePostConstraint``, ``mj_forward``) on
   the same models, in one thread.
@@ -231,6 +235,60 @@ class EnvpoolContender:
             pool.close()
 
 
+class BatchedContender:
+    """The envs of each class in one ``BatchedSawyer`` (its physics on ``workers`` threads), and the policy, in
+    this process."""
+
+    def __init__(self, key, scenario, tasks, batch_size, horizon, workers):
+        from maml_rl.envs.metaworld import MetaWorldEnv
+        from maml_rl.envs.metaworld_fast.batched import BatchedSawyer
+
+        self.key, self.horizon = key, horizon
+        by_class: dict[str, list] = {}
+        for t in tasks:
+            for _ in range(batch_size):
+                env = MetaWorldEnv(t["benchmark"], t["env_name"] if t["benchmark"] == "ML1" else None, fast=True)
+                env.reset_task(t)
+                env.reset()
+                by_class.setdefault(t["env_name"], []).append(env._env)
+        self.batches = [BatchedSawyer(envs, nthread=workers) for envs in by_class.values()]
+        self.n = sum(len(b.envs) for b in self.batches)
+        self.policy = make_policy()
+
+    @torch.no_grad()
+    def run(self):
+        cpu, start = time.process_time(), time.perf_counter()
+        observations = []
+        for batch in self.batches:
+            for i, env in enumerate(batch.envs):
+                batch.sync(i)
+                observations.append(env.reset()[0])
+                batch.load(i)
+        observations = np.stack(observations)
+        for _ in range(self.horizon):
+            actions = self.policy(torch.as_tensor(observations, dtype=torch.float32)).sample().numpy()
+            offset, parts = 0, []
+            for batch in self.batches:
+                count = len(batch.envs)
+                parts.append(batch.step(actions[offset:offset + count])[0])
+                offset += count
+            observations = np.concatenate(parts)
+        return time.perf_counter() - start, time.process_time() - cpu, self.n * self.horizon
+
+    def close(self):
+        pass
+
+
+def all_batched(tasks) -> bool:
+    """Whether every class of ``tasks`` is batched (``BatchedSawyer``) and mujoco.batch is here."""
+    import metaworld.env_dict
+
+    from maml_rl.envs.metaworld_fast.batched import SPECS, mujoco_batch
+
+    names = {metaworld.env_dict.ALL_V3_ENVIRONMENTS[t["env_name"]].__name__ for t in tasks}
+    return mujoco_batch is not None and names <= set(SPECS)
+
+
 class PhysicsContender:
     """Only MuJoCo's calls of a Meta-World step, on the envs' own models and data (one thread)."""
 
@@ -280,6 +338,8 @@ def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
                   SyncContender("sync", *common)]
     if not args.no_envpool:
         contenders.append(EnvpoolContender("envpool", *common))
+    if all_batched(tasks):
+        contenders.append(BatchedContender("batched", *common))
     contenders.append(PhysicsContender("physics", *common))
     rates = {c.key: {"steps/s": [], "steps/cpu-s": []} for c in contenders}
     try:
@@ -300,12 +360,13 @@ def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
     for key, values in rates.items():
         print(f"{key:10s} {statistics.median(values['steps/s']):10,.0f} {statistics.median(values['steps/cpu-s']):12,.0f}")
     print("\nratio, median of per-round ratios [min, max]   steps/s                steps/cpu-s")
-    for peer in [k for k in rates if k != "fast"]:
-        cells = []
-        for metric in ("steps/s", "steps/cpu-s"):
-            ratios = [a / b for a, b in zip(rates["fast"][metric], rates[peer][metric])]
-            cells.append(f"{statistics.median(ratios):5.2f}x [{min(ratios):.2f}, {max(ratios):.2f}]")
-        print(f"fast / {peer:8s} {cells[0]:>28s}   {cells[1]:>22s}")
+    for subject in [k for k in ("fast", "batched") if k in rates]:
+        for peer in [k for k in rates if k != subject]:
+            cells = []
+            for metric in ("steps/s", "steps/cpu-s"):
+                ratios = [a / b for a, b in zip(rates[subject][metric], rates[peer][metric])]
+                cells.append(f"{statistics.median(ratios):5.2f}x [{min(ratios):.2f}, {max(ratios):.2f}]")
+            print(f"{subject:>7s} / {peer:8s} {cells[0]:>28s}   {cells[1]:>22s}")
     return rates
 
 

@@ -1,0 +1,140 @@
+"""BatchedSawyer against Meta-World's own env: n envs of one class stepped together give, env for env, the
+observations, rewards, truncations and every info value of Meta-World's own ``env.step``, bit for bit."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+try:
+    import metaworld  # noqa: F401
+except ImportError:
+    metaworld = pytest.importorskip("metaworld")
+import metaworld.env_dict
+from metaworld.policies import ENV_POLICY_MAP
+
+from maml_rl.envs.metaworld import _metaworld_task, benchmark_tasks
+from maml_rl.envs.metaworld_fast import fast_class
+from maml_rl.envs.metaworld_fast.batched import SPECS, BatchedSawyer, batched_spec, long_tail, mujoco_batch, norms
+from maml_rl.envs.metaworld_fast.reward_utils import tolerance
+
+pytestmark = [pytest.mark.metaworld,
+              pytest.mark.skipif(mujoco_batch is None, reason="batched stepping needs mujoco.batch (MuJoCo >= 4)")]
+
+BATCHED = {"reach-v3"}
+
+
+def bits(value) -> bytes:
+    return np.float64(value).tobytes()
+
+
+def run(name, n, steps, *, resets=(), noise=0.0, seed=0):
+    """Step n envs of ``name`` both ways; the reference's successes. ``resets``: (step, env) pairs, the env reset
+    (both ways) before that step; envs whose episode ended (500 steps) are reset too."""
+    cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
+    goals = [g for _, g in benchmark_tasks("ML1", name, 0)["train"][:5]]
+    theirs = [cls() for _ in range(n)]
+    ours = [fast_class(cls)() for _ in range(n)]
+    for i in range(n):
+        for env in (theirs[i], ours[i]):
+            env.set_task(_metaworld_task(name, goals[i % len(goals)]))
+    batch = BatchedSawyer(ours)
+    policy = ENV_POLICY_MAP[name]()
+    rng = np.random.default_rng(seed)
+    observations = [None] * n
+
+    def reset(i):
+        batch.sync(i)
+        expected, _ = theirs[i].reset()
+        got, _ = ours[i].reset()
+        assert got.tobytes() == expected.tobytes(), f"env {i}: reset"
+        batch.load(i)
+        observations[i] = expected
+
+    for i in range(n):
+        reset(i)
+    successes = 0
+    for t in range(steps):
+        for step, i in resets:
+            if step == t:
+                reset(i)
+        actions = np.empty((n, 4), dtype=np.float32)
+        for i in range(n):
+            if (t // 50 + i) % 3 == 0:
+                actions[i] = rng.uniform(-1, 1, 4)
+            else:
+                observation = observations[i].copy()
+                observation[-3:] = theirs[i]._get_pos_goal()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    actions[i] = np.asarray(policy.get_action(observation)) + noise * rng.normal(size=4)
+        obs, rewards, truncated, infos = batch.step(actions.copy())
+        for i in range(n):
+            o, r, terminated, tr, info = theirs[i].step(actions[i].copy())
+            where = f"{name}, env {i} of {n}, step {t}"
+            assert obs[i].tobytes() == o.tobytes(), f"{where}: observation {obs[i]} != {o}"
+            assert bits(rewards[i]) == bits(r), f"{where}: reward {rewards[i]!r} != {r!r}"
+            assert bool(truncated[i]) == tr and not terminated, f"{where}: truncated"
+            assert list(infos) == list(info), where
+            for key, value in info.items():
+                assert bits(infos[key][i]) == bits(value), f"{where}: info[{key!r}] {infos[key][i]!r} != {value!r}"
+            observations[i] = o
+            successes += bool(info["success"])
+            if tr:
+                reset(i)
+    return successes
+
+
+def test_the_batched_classes_are_metaworld_classes():
+    assert set(SPECS) <= {cls.__name__ for cls in metaworld.env_dict.ALL_V3_ENVIRONMENTS.values()}
+    for name in BATCHED:
+        cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
+        assert batched_spec(cls()) is not None and batched_spec(fast_class(cls)()) is not None
+    assert batched_spec(metaworld.env_dict.ALL_V3_ENVIRONMENTS["push-v3"]()) is None
+
+
+@pytest.mark.mujoco_version
+@pytest.mark.parametrize("name", sorted(BATCHED))
+@pytest.mark.parametrize("n", [1, 2])
+def test_one_and_two_envs_step_as_metaworlds_own(name, n):
+    """To the 500-step truncation and on into the next episode; a reset in the middle of an episode."""
+    assert run(name, n, 520, resets=[(37, n - 1)]) > 0  # the scripted policy reaches goals (in_place = 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.mujoco_version
+@pytest.mark.parametrize("name", sorted(BATCHED))
+def test_twenty_envs_step_as_metaworlds_own(name):
+    """Five goals over 20 envs, random, scripted and noisy actions, resets in the middle of episodes."""
+    assert run(name, 20, 540, resets=[(37, 0), (37, 19), (120, 7), (121, 7)], noise=0.3, seed=3) > 0
+
+
+def test_norms_and_long_tail_equal_the_scalar_functions():
+    """Against np.linalg.norm and the scalar tolerance, on random values and the branches' edges."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(5000, 3)) * rng.uniform(1e-8, 1e3, size=(5000, 1))
+    x[:3] = [[0.0, 0.0, 0.0], [-0.0, 1e-300, 0.0], [np.inf, 1.0, 0.0]]
+    assert norms(x).tobytes() == np.array([np.linalg.norm(row) for row in x]).tobytes()
+    values = np.concatenate([rng.uniform(0, 1, 2000), [0.0, 0.05, np.nextafter(0.05, 1), 1e-300, 2.0]])
+    margins = np.concatenate([rng.uniform(0, 1, 2000), [0.0, 0.3, 0.0, 0.2, 0.0]])
+    expected = [tolerance(float(v), bounds=(0, 0.05), margin=float(m), sigmoid="long_tail")
+                for v, m in zip(values, margins)]
+    assert long_tail(values, 0, 0.05, margins).tobytes() == np.array(expected).tobytes()
+
+
+def test_misuse_is_refused():
+    reach, push = (metaworld.env_dict.ALL_V3_ENVIRONMENTS[k] for k in ("reach-v3", "push-v3"))
+    with pytest.raises(ValueError, match="not a batched class"):
+        BatchedSawyer([push()])
+    with pytest.raises(ValueError, match="differ in class"):
+        BatchedSawyer([reach(), fast_class(reach)()])
+    env = reach()
+    env.set_task(_metaworld_task("reach-v3", benchmark_tasks("ML1", "reach-v3", 0)["train"][0][1]))
+    env.reset()
+    batch = BatchedSawyer([env])
+    batch.load(0)
+    with pytest.raises(ValueError, match="expected \\(1, 4\\)"):
+        batch.step(np.zeros((2, 4), dtype=np.float32))
+    batch.path_length[0] = env.max_path_length
+    with pytest.raises(ValueError, match="reset them first"):
+        batch.step(np.zeros((1, 4), dtype=np.float32))

@@ -21,7 +21,7 @@ from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 pytestmark = [pytest.mark.metaworld,
               pytest.mark.skipif(mujoco_batch is None, reason="batched stepping needs mujoco.batch (MuJoCo >= 4)")]
 
-BATCHED = {"reach-v3"}
+BATCHED = {"reach-v3", "push-v3"}
 
 
 def bits(value) -> bytes:
@@ -29,8 +29,9 @@ def bits(value) -> bytes:
 
 
 def run(name, n, steps, *, resets=(), noise=0.0, seed=0):
-    """Step n envs of ``name`` both ways; the reference's successes. ``resets``: (step, env) pairs, the env reset
-    (both ways) before that step; envs whose episode ended (500 steps) are reset too."""
+    """Step n envs of ``name`` both ways; the reference's successes and the rows the batch handed to the envs' own
+    evaluate_state. ``resets``: (step, env) pairs, the env reset (both ways) before that step; envs whose
+    episode ended (500 steps) are reset too. Actions: Meta-World's scripted policy, 100 random steps in 400."""
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
     goals = [g for _, g in benchmark_tasks("ML1", name, 0)["train"][:5]]
     theirs = [cls() for _ in range(n)]
@@ -39,6 +40,14 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0):
         for env in (theirs[i], ours[i]):
             env.set_task(_metaworld_task(name, goals[i % len(goals)]))
     batch = BatchedSawyer(ours)
+    evaluated = []
+    evaluate_rows = batch.evaluate_rows
+
+    def counting(rows, *args):
+        evaluated.extend(rows)
+        evaluate_rows(rows, *args)
+
+    batch.evaluate_rows = counting
     policy = ENV_POLICY_MAP[name]()
     rng = np.random.default_rng(seed)
     observations = [None] * n
@@ -60,7 +69,7 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0):
                 reset(i)
         actions = np.empty((n, 4), dtype=np.float32)
         for i in range(n):
-            if (t // 50 + i) % 3 == 0:
+            if (t // 100 + i) % 4 == 3:
                 actions[i] = rng.uniform(-1, 1, 4)
             else:
                 observation = observations[i].copy()
@@ -82,7 +91,7 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0):
             successes += bool(info["success"])
             if tr:
                 reset(i)
-    return successes
+    return successes, len(evaluated)
 
 
 def test_the_batched_classes_are_metaworld_classes():
@@ -90,7 +99,7 @@ def test_the_batched_classes_are_metaworld_classes():
     for name in BATCHED:
         cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
         assert batched_spec(cls()) is not None and batched_spec(fast_class(cls)()) is not None
-    assert batched_spec(metaworld.env_dict.ALL_V3_ENVIRONMENTS["push-v3"]()) is None
+    assert batched_spec(metaworld.env_dict.ALL_V3_ENVIRONMENTS["pick-place-v3"]()) is None
 
 
 @pytest.mark.mujoco_version
@@ -98,7 +107,10 @@ def test_the_batched_classes_are_metaworld_classes():
 @pytest.mark.parametrize("n", [1, 2])
 def test_one_and_two_envs_step_as_metaworlds_own(name, n):
     """To the 500-step truncation and on into the next episode; a reset in the middle of an episode."""
-    assert run(name, n, 520, resets=[(37, n - 1)]) > 0  # the scripted policy reaches goals (in_place = 1.0)
+    successes, evaluated = run(name, n, 520, resets=[(37, n - 1)])
+    assert successes > 0  # the scripted policy reaches goals (reach: in_place = 1.0; push: reward 10.0)
+    if name == "push-v3":
+        assert evaluated > 0  # gripping rows went to the env's own evaluate_state
 
 
 @pytest.mark.slow
@@ -106,7 +118,8 @@ def test_one_and_two_envs_step_as_metaworlds_own(name, n):
 @pytest.mark.parametrize("name", sorted(BATCHED))
 def test_twenty_envs_step_as_metaworlds_own(name):
     """Five goals over 20 envs, random, scripted and noisy actions, resets in the middle of episodes."""
-    assert run(name, 20, 540, resets=[(37, 0), (37, 19), (120, 7), (121, 7)], noise=0.3, seed=3) > 0
+    successes, evaluated = run(name, 20, 540, resets=[(37, 0), (37, 19), (120, 7), (121, 7)], noise=0.3, seed=3)
+    assert successes > 0 and (evaluated > 0 or name == "reach-v3")
 
 
 def test_norms_and_long_tail_equal_the_scalar_functions():
@@ -123,7 +136,7 @@ def test_norms_and_long_tail_equal_the_scalar_functions():
 
 
 def test_misuse_is_refused():
-    reach, push = (metaworld.env_dict.ALL_V3_ENVIRONMENTS[k] for k in ("reach-v3", "push-v3"))
+    reach, push = (metaworld.env_dict.ALL_V3_ENVIRONMENTS[k] for k in ("reach-v3", "pick-place-v3"))
     with pytest.raises(ValueError, match="not a batched class"):
         BatchedSawyer([push()])
     with pytest.raises(ValueError, match="differ in class"):

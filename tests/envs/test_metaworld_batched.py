@@ -151,3 +151,21 @@ def test_misuse_is_refused():
     batch.path_length[0] = env.max_path_length
     with pytest.raises(ValueError, match="reset them first"):
         batch.step(np.zeros((1, 4), dtype=np.float32))
+
+
+def test_quaternions_as_arrays_equal_the_scalar_conversion():
+    """quats_from_matrices against quat_from_matrix (itself SciPy's bits): random rotations, each branch of
+    Markley's method, near-180-degree turns, and matrices that go to SciPy (not orthogonal to within 1e-13)."""
+    from scipy.spatial.transform import Rotation
+
+    from maml_rl.envs.metaworld_fast.rotation import quat_from_matrix, quats_from_matrices
+
+    rng = np.random.default_rng(11)
+    matrices = [np.eye(3), np.diag([1.0, -1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, 1.0])]
+    matrices += list(Rotation.from_quat(rng.normal(size=(3000, 4))).as_matrix())
+    for axis in np.eye(3):
+        matrices += list(Rotation.from_rotvec(np.outer(np.pi - rng.uniform(0, 0.5, 50), axis)).as_matrix())
+    matrices += [np.eye(3) * 1.001, np.eye(3) + 1e-9 * np.triu(np.ones((3, 3)), 1)]
+    matrices = np.array(matrices)
+    expected = np.array([quat_from_matrix(np.ascontiguousarray(m)) for m in matrices])
+    assert quats_from_matrices(matrices).tobytes() == expected.tobytes()

@@ -8,7 +8,6 @@ Meta-World's own ``env.step``, bit for bit (``tests/envs/test_metaworld_batched.
 expression keeps Meta-World's elementwise operations, operand types and order. Kept per env, where no
 batched form gives the same bits:
 
-* the object's quaternion (SciPy's Markley conversion, ``rotation.quat_from_matrix``, ~3 us an env);
 * the rows whose reward or info a class's array form cannot give exactly (push: where the gripper grips
   the object, Meta-World's arithmetic turns float32 with the action; where ``grasp_success`` needs the
   contacts): there the env's own ``evaluate_state`` runs, on its state synced from the batch;
@@ -34,7 +33,7 @@ from typing import Any, Callable, Dict, Sequence, Tuple
 import mujoco
 import numpy as np
 
-from maml_rl.envs.metaworld_fast.rotation import quat_from_matrix
+from maml_rl.envs.metaworld_fast.rotation import quats_from_matrices
 
 try:
     from mujoco import batch as mujoco_batch
@@ -330,7 +329,6 @@ class BatchedSawyer:
         column = 4
         for body, geom in zip(self.objects, self.quats):
             current[:, column:column + 3] = self.xpos[:, body]
-            for i in range(n):
-                current[i, column + 3:column + 7] = quat_from_matrix(self.geom_xmat[i, geom].reshape(3, 3))
+            current[:, column + 3:column + 7] = quats_from_matrices(self.geom_xmat[:, geom])
             column += 7
         return current

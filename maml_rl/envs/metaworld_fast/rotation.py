@@ -20,7 +20,7 @@ import math
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-__all__ = ["EXACT", "FastRotation", "quat_from_matrix"]
+__all__ = ["EXACT", "FastRotation", "quat_from_matrix", "quats_from_matrices"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,52 @@ def quat_from_matrix(matrix) -> np.ndarray:
     if m is None or len(m) != 9 or matrix.dtype != np.float64 or not _clearly_orthogonal(m):
         return _scipy_quat(matrix)
     return _markley(m)
+
+
+def quats_from_matrices(matrices: np.ndarray) -> np.ndarray:
+    """:func:`quat_from_matrix` of each (3, 3) float64 matrix of ``matrices`` (n, 9) or (n, 3, 3): Markley's
+    method as arrays, with the same float operations in the same order as the Python floats of
+    :func:`_markley` (elementwise NumPy float64 arithmetic rounds as Python's); a matrix that is not clearly
+    orthogonal goes to SciPy, one by one."""
+    m = np.ascontiguousarray(matrices, dtype=np.float64).reshape(-1, 9)
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
+    if not EXACT:
+        return np.array([_scipy_quat(row.reshape(3, 3)) for row in m]).reshape(-1, 4)
+    trace = m00 + m11 + m22
+    # The first largest of m00, m11, m22, trace (strict comparisons, as _markley's).
+    choice = np.zeros(len(m), dtype=np.int64)
+    best = m00.copy()
+    for k, value in ((1, m11), (2, m22)):
+        larger = value > best
+        choice[larger], best[larger] = k, value[larger]
+    choice[trace > best] = 3
+    q = np.empty((len(m), 4))
+    candidates = (
+        (1 - trace + 2 * m00, m10 + m01, m20 + m02, m21 - m12),
+        (m01 + m10, 1 - trace + 2 * m11, m21 + m12, m02 - m20),
+        (m02 + m20, m12 + m21, 1 - trace + 2 * m22, m10 - m01),
+        (m21 - m12, m02 - m20, m10 - m01, 1 + trace),
+    )
+    for k, columns in enumerate(candidates):
+        rows = choice == k
+        for j in range(4):
+            q[rows, j] = columns[j][rows]
+    x, y, z, w = q.T
+    norm = np.sqrt(x * x + y * y + z * z + w * w)
+    result = q / norm[:, None]
+    # _clearly_orthogonal, row by row in the same order: the Gramian's entries and the determinant.
+    rows3 = (m[:, 0:3], m[:, 3:6], m[:, 6:9])
+    clear = np.ones(len(m), dtype=np.bool_)
+    for i in range(3):
+        for j in range(i, 3):
+            a, b = rows3[i], rows3[j]
+            g = a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2]
+            clear &= np.abs(g - (1.0 if i == j else 0.0)) <= _ORTHO_TOL  # False for NaN, as there
+    det = m00 * (m11 * m22 - m12 * m21) - m01 * (m10 * m22 - m12 * m20) + m02 * (m10 * m21 - m11 * m20)
+    clear &= det > 0.5
+    for i in np.flatnonzero(~clear):
+        result[i] = _scipy_quat(m[i].reshape(3, 3))
+    return result
 
 
 class _FromMatrix:

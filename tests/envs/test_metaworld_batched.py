@@ -21,7 +21,7 @@ from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 pytestmark = [pytest.mark.metaworld,
               pytest.mark.skipif(mujoco_batch is None, reason="batched stepping needs mujoco.batch (MuJoCo >= 4)")]
 
-BATCHED = {"reach-v3", "push-v3"}
+BATCHED = {"reach-v3", "push-v3", "pick-place-v3"}
 
 
 def bits(value) -> bytes:
@@ -99,17 +99,17 @@ def test_the_batched_classes_are_metaworld_classes():
     for name in BATCHED:
         cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
         assert batched_spec(cls()) is not None and batched_spec(fast_class(cls)()) is not None
-    assert batched_spec(metaworld.env_dict.ALL_V3_ENVIRONMENTS["pick-place-v3"]()) is None
+    assert batched_spec(metaworld.env_dict.ALL_V3_ENVIRONMENTS["door-open-v3"]()) is None
 
 
 @pytest.mark.mujoco_version
 @pytest.mark.parametrize("name", sorted(BATCHED))
-@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_one_and_two_envs_step_as_metaworlds_own(name, n):
     """To the 500-step truncation and on into the next episode; a reset in the middle of an episode."""
     successes, evaluated = run(name, n, 520, resets=[(37, n - 1)])
     assert successes > 0  # the scripted policy reaches goals (reach: in_place = 1.0; push: reward 10.0)
-    if name == "push-v3":
+    if name != "reach-v3":
         assert evaluated > 0  # gripping rows went to the env's own evaluate_state
 
 
@@ -136,7 +136,7 @@ def test_norms_and_long_tail_equal_the_scalar_functions():
 
 
 def test_misuse_is_refused():
-    reach, push = (metaworld.env_dict.ALL_V3_ENVIRONMENTS[k] for k in ("reach-v3", "pick-place-v3"))
+    reach, push = (metaworld.env_dict.ALL_V3_ENVIRONMENTS[k] for k in ("reach-v3", "door-open-v3"))
     with pytest.raises(ValueError, match="not a batched class"):
         BatchedSawyer([push()])
     with pytest.raises(ValueError, match="differ in class"):

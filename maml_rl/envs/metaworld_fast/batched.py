@@ -1,4 +1,4 @@
-"""Meta-World envs of one task class stepped together, with Meta-World's bits (reach-v3 and push-v3 so far).
+"""Meta-World envs of one task class stepped together, with Meta-World's bits (ML1's reach, push and pick-place).
 
 The fast classes (``classes.py``) still pay Python once per env per step. Here the envs of one class pay
 it once per *class*: ``BatchedSawyer(envs)`` advances ``n`` envs of one class in one ``mujoco.batch``
@@ -8,7 +8,7 @@ Meta-World's own ``env.step``, bit for bit (``tests/envs/test_metaworld_batched.
 expression keeps Meta-World's elementwise operations, operand types and order. Kept per env, where no
 batched form gives the same bits:
 
-* the rows whose reward or info a class's array form cannot give exactly (push: where the gripper grips
+* the rows whose reward or info a class's array form cannot give exactly (push, pick-place: where the gripper grips
   the object, Meta-World's arithmetic turns float32 with the action; where ``grasp_success`` needs the
   contacts): there the env's own ``evaluate_state`` runs, on its state synced from the batch;
 * nothing else. Two expressions needed care: ``np.linalg.norm`` of a 3-vector is BLAS's ``ddot`` (a
@@ -162,10 +162,60 @@ def _push_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.
     return reward, infos
 
 
+def _xz(v: np.ndarray) -> np.ndarray:
+    """``v + np.array([0.0, -v[1], 0.0])`` of each row: its y set to ``v[1] + -v[1]``."""
+    out = v.copy()
+    out[:, 1] = v[:, 1] + -v[:, 1]
+    return out
+
+
+def _pick_place_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerPickPlaceEnvV3.evaluate_state`` (v2 rewards, its own ``_gripper_caging_reward``) of every env;
+    the rows where the gripper grips (float32 from the action, as for push) or the object is lifted (the
+    contacts, for ``grasp_success``) by the env's own ``evaluate_state`` on its synced state."""
+    obj, tcp_opened = observations[:, 4:7], observations[:, 3]
+    tcp = batch.tcp_center()
+    obj_to_target = norms(obj - batch.target)
+    tcp_to_obj = norms(obj - tcp)
+    in_place = long_tail(obj_to_target, 0, 0.05, norms(batch.obj_init - batch.target))
+    # _gripper_caging_reward of SawyerPickPlaceEnvV3.
+    pad_margin, xz_margin, obj_radius = 0.05, 0.005, 0.015
+    left_pad, right_pad = batch.xpos[:, batch.left_pad], batch.xpos[:, batch.right_pad]
+    # init_left_pad and init_right_pad are get_body_com's views of data.xpos: the pads where they are now.
+    right_caging_margin = np.abs(np.abs(obj[:, 1] - right_pad[:, 1]) - pad_margin)
+    left_caging_margin = np.abs(np.abs(obj[:, 1] - left_pad[:, 1]) - pad_margin)
+    right_caging = long_tail(obj[:, 1] - right_pad[:, 1], obj_radius, pad_margin, right_caging_margin)
+    left_caging = long_tail(left_pad[:, 1] - obj[:, 1], obj_radius, pad_margin, left_caging_margin)
+    y_caging = hamacher(left_caging, right_caging)
+    tcp_obj_norm_x_z = norms(_xz(tcp) - _xz(obj))
+    tcp_obj_x_z_margin = norms(_xz(batch.obj_init) - _xz(batch.init_tcp)) - xz_margin
+    x_z_caging = long_tail(tcp_obj_norm_x_z, 0, xz_margin, tcp_obj_x_z_margin)
+    caging = hamacher(y_caging, x_z_caging)
+    grip = actions[:, -1]
+    gripping = (caging > 0.97) & (grip > 0)
+    rare = (gripping & (grip <= 1)) | (tcp_obj_x_z_margin < 0)
+    # Elsewhere min(max(0, grip), 1) is the int 1 or 0: float64 throughout.
+    object_grasped = (hamacher(caging, np.where(gripping, 1.0, 0.0)) + caging) / 2
+    reward = hamacher(object_grasped, in_place)
+    lifted = tcp_opened > 0
+    reward = np.where((tcp_to_obj < 0.02) & lifted & (obj[:, 2] - 0.01 > batch.obj_init[:, 2]),
+                      reward + (1.0 + 5.0 * in_place), reward)
+    reward = np.where(obj_to_target < 0.05, 10.0, reward)
+    grasped = lifted & (obj[:, 2] - 0.02 > batch.obj_init[:, 2])
+    infos = {"success": (obj_to_target <= 0.07).astype(np.float64),
+             "near_object": (tcp_to_obj <= 0.03).astype(np.float64),
+             "grasp_success": np.zeros(len(obj)),  # touching_main_object and ... : False unless lifted
+             "grasp_reward": object_grasped, "in_place_reward": in_place, "obj_to_target": obj_to_target,
+             "unscaled_reward": reward}
+    batch.evaluate_rows(np.flatnonzero(rare | grasped), observations, actions, reward, infos)
+    return reward, infos
+
+
 #: Meta-World class name -> how to batch it.
 SPECS: Dict[str, ClassSpec] = {
     "SawyerReachEnvV3": ClassSpec(objects=("obj",), quats=("objGeom",), outputs=_reach_outputs),
     "SawyerPushEnvV3": ClassSpec(objects=("obj",), quats=("objGeom",), outputs=_push_outputs),
+    "SawyerPickPlaceEnvV3": ClassSpec(objects=("obj",), quats=("objGeom",), outputs=_pick_place_outputs),
 }
 
 

@@ -9,7 +9,6 @@ import time
 from functools import partial
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 
@@ -192,12 +191,8 @@ def test_a_dropped_env_ends_its_workers():
     assert wait_until_gone(pids) == []
 
 
-def test_ctrl_c_while_waiting_closes_the_env_and_ends_its_workers():
-    envs = MultiTaskVectorEnv([partial(SlowEnv, seconds=1.0)] * 2, num_workers=2, start_method="fork")
-    pids = envs.worker_pids
-    envs.reset(seed=0)
-    envs.step_async(envs.action_space.sample())
-
+def interrupt_during(call):
+    """``call()`` with a KeyboardInterrupt raised in it 50 ms in (a SIGALRM), as Ctrl-C would; it must raise it."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
@@ -205,10 +200,18 @@ def test_ctrl_c_while_waiting_closes_the_env_and_ends_its_workers():
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.05)
         with pytest.raises(KeyboardInterrupt):
-            envs.step_wait()
+            call()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_ctrl_c_while_waiting_closes_the_env_and_ends_its_workers():
+    envs = MultiTaskVectorEnv([partial(SlowEnv, seconds=1.0)] * 2, num_workers=2, start_method="fork")
+    pids = envs.worker_pids
+    envs.reset(seed=0)
+    envs.step_async(envs.action_space.sample())
+    interrupt_during(envs.step_wait)
     assert wait_until_gone(pids) == []
     with pytest.raises(VectorEnvClosedError):
         envs.reset()
@@ -239,18 +242,7 @@ def test_in_process_ctrl_c_during_a_step_closes_the_vector_env():
     """A step cut short leaves its envs half-stepped: the vector env closes rather than go on from there."""
     envs = MultiTaskVectorEnv([partial(SlowEnv, seconds=1.0)] * 2, num_workers=0)
     envs.reset(seed=0)
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGALRM, interrupt)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-        with pytest.raises(KeyboardInterrupt):
-            envs.step(envs.action_space.sample())
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    interrupt_during(lambda: envs.step(envs.action_space.sample()))
     with pytest.raises(VectorEnvClosedError):
         envs.reset()
     envs.close()

@@ -137,6 +137,15 @@ def caging_reward(batch: "BatchedSawyer", actions: np.ndarray, obj: np.ndarray, 
     return caging_and_gripping, rare
 
 
+def _grasp_infos(success: np.ndarray, tcp_to_obj: np.ndarray, grasp_reward: np.ndarray, in_place: np.ndarray,
+                 obj_to_target: np.ndarray, reward: np.ndarray) -> Dict[str, np.ndarray]:
+    """A grasping class's infos in Meta-World's order. ``grasp_success`` (touching_main_object and the gripper
+    open and the object lifted) is False here: the rows where the object is lifted are evaluated by the env."""
+    return {"success": success.astype(np.float64), "near_object": (tcp_to_obj <= 0.03).astype(np.float64),
+            "grasp_success": np.zeros(len(reward)), "grasp_reward": grasp_reward, "in_place_reward": in_place,
+            "obj_to_target": obj_to_target, "unscaled_reward": reward}
+
+
 def _push_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
     """``SawyerPushEnvV3.evaluate_state`` (v2 rewards) of every env; the rows :func:`caging_reward` cannot give,
     and those whose ``grasp_success`` needs the contacts (the gripper open and the object lifted), by the
@@ -153,11 +162,7 @@ def _push_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.
     reward = np.where((tcp_to_obj < 0.02) & (tcp_opened > 0), reward + (1.0 + reward + 5.0 * in_place), reward)
     reward = np.where(target_to_obj < radius, 10.0, reward)
     lifted = (tcp_opened > 0) & (obj[:, 2] - 0.02 > batch.obj_init[:, 2])
-    infos = {"success": (target_to_obj <= radius).astype(np.float64),
-             "near_object": (tcp_to_obj <= 0.03).astype(np.float64),
-             "grasp_success": np.zeros(len(obj)),  # touching_main_object and ... : False unless lifted
-             "grasp_reward": object_grasped, "in_place_reward": in_place, "obj_to_target": target_to_obj,
-             "unscaled_reward": reward}
+    infos = _grasp_infos(target_to_obj <= radius, tcp_to_obj, object_grasped, in_place, target_to_obj, reward)
     batch.evaluate_rows(np.flatnonzero(rare | lifted), observations, actions, reward, infos)
     return reward, infos
 
@@ -202,11 +207,7 @@ def _pick_place_outputs(batch: "BatchedSawyer", observations: np.ndarray, action
                       reward + (1.0 + 5.0 * in_place), reward)
     reward = np.where(obj_to_target < 0.05, 10.0, reward)
     grasped = lifted & (obj[:, 2] - 0.02 > batch.obj_init[:, 2])
-    infos = {"success": (obj_to_target <= 0.07).astype(np.float64),
-             "near_object": (tcp_to_obj <= 0.03).astype(np.float64),
-             "grasp_success": np.zeros(len(obj)),  # touching_main_object and ... : False unless lifted
-             "grasp_reward": object_grasped, "in_place_reward": in_place, "obj_to_target": obj_to_target,
-             "unscaled_reward": reward}
+    infos = _grasp_infos(obj_to_target <= 0.07, tcp_to_obj, object_grasped, in_place, obj_to_target, reward)
     batch.evaluate_rows(np.flatnonzero(rare | grasped), observations, actions, reward, infos)
     return reward, infos
 

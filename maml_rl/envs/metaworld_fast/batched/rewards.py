@@ -1,0 +1,222 @@
+"""The batched classes: what each reads and its ``evaluate_state`` as arrays (see ``sawyer.py``).
+
+A class's outputs function gives every env's reward and infos, bit for bit Meta-World's own
+``evaluate_state``. Rows its arrays cannot give exactly go to ``BatchedSawyer.evaluate_rows`` (the env's
+own code on its synced state): where the gripper grips the object, Meta-World's arithmetic turns float32
+with the action; where ``grasp_success`` needs the contacts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+
+from .arrays import gaussian, hamacher, long_tail, norms, xz
+
+if TYPE_CHECKING:
+    from .sawyer import BatchedSawyer
+
+__all__ = ["ClassSpec", "ObjectSpec", "SPECS", "batched_spec"]
+
+_XZ = np.array([0, 2])
+
+
+@dataclass(frozen=True)
+class ObjectSpec:
+    """One object of the observation: the position ``xpos[body] + offset`` (the class's ``_get_pos_objects``)
+    and its quaternion, from ``("geom", name)``: Markley's conversion of the geom's ``xmat``; ``("body",
+    name)``: the body's ``xquat``; or ``("zeros", "")``."""
+
+    body: str
+    offset: Optional[Tuple[float, float, float]] = None
+    quat: Tuple[str, str] = ("geom", "objGeom")
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    """What a batched class reads (its objects, in order) and its ``evaluate_state`` as arrays."""
+
+    objects: Tuple[ObjectSpec, ...]
+    outputs: Callable[["BatchedSawyer", np.ndarray, np.ndarray], Tuple[np.ndarray, Dict[str, np.ndarray]]]
+    #: Scalar attributes of each env its reward reads, set by its reset (``BatchedSawyer.values[name]``).
+    env_values: Tuple[str, ...] = ()
+
+
+def _reach_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerReachEnvV3.evaluate_state`` (reward_function_version "v2") of every env."""
+    tcp = batch.tcp_center()
+    target = batch.target
+    tcp_to_target = norms(tcp - target)
+    in_place_margin = norms(batch.hand_init - target)
+    in_place = long_tail(tcp_to_target, 0, 0.05, in_place_margin)
+    reward = 10 * in_place
+    success = (tcp_to_target <= 0.05).astype(np.float64)
+    infos = {"success": success, "near_object": tcp_to_target, "grasp_success": np.ones(len(target)),
+             "grasp_reward": tcp_to_target, "in_place_reward": in_place, "obj_to_target": tcp_to_target,
+             "unscaled_reward": reward}
+    return reward, infos
+
+
+def caging_reward(batch: "BatchedSawyer", actions: np.ndarray, obj: np.ndarray, obj_radius: float,
+                  pad_success_thresh: float, xz_thresh: float, high_density: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """``_gripper_caging_reward`` of every env (without medium density), and the rows it cannot give exactly:
+    where the gripper grips (``caging > 0.97`` and ``0 < action[3] <= 1``), Meta-World mixes the action's
+    float32 into the rest, which then runs in float32; and where a margin is negative (its ValueError)."""
+    left_y = batch.xpos[:, batch.left_pad, 1]
+    right_y = batch.xpos[:, batch.right_pad, 1]
+    obj_y, init_y = obj[:, 1], batch.obj_init[:, 1]
+    margin_left = np.abs(np.abs(left_y - init_y) - pad_success_thresh)
+    margin_right = np.abs(np.abs(right_y - init_y) - pad_success_thresh)
+    caging_y = hamacher(long_tail(np.abs(left_y - obj_y), obj_radius, pad_success_thresh, margin_left),
+                        long_tail(np.abs(right_y - obj_y), obj_radius, pad_success_thresh, margin_right))
+    tcp = batch.tcp_center()
+    caging_xz_margin = norms(batch.obj_init[:, _XZ] - batch.init_tcp[:, _XZ]) - xz_thresh
+    caging_xz = long_tail(norms(tcp[:, _XZ] - obj[:, _XZ]), 0, xz_thresh, caging_xz_margin)
+    caging = hamacher(caging_y, caging_xz)
+    grip = actions[:, -1]
+    gripping = (caging > 0.97) & (grip > 0)
+    rare = (gripping & (grip <= 1)) | (caging_xz_margin < 0)
+    # Elsewhere the gripper effort is 1.0 (an action above 1) or nothing: float64 throughout.
+    caging_and_gripping = hamacher(caging, np.where(gripping, 1.0, 0.0))
+    if high_density:
+        caging_and_gripping = (caging_and_gripping + caging) / 2
+    return caging_and_gripping, rare
+
+
+def _grasp_infos(success: np.ndarray, tcp_to_obj: np.ndarray, grasp_reward: np.ndarray, in_place: np.ndarray,
+                 obj_to_target: np.ndarray, reward: np.ndarray) -> Dict[str, np.ndarray]:
+    """A grasping class's infos in Meta-World's order. ``grasp_success`` (touching_main_object and the gripper
+    open and the object lifted) is False here: the rows where the object is lifted are evaluated by the env."""
+    return {"success": success.astype(np.float64), "near_object": (tcp_to_obj <= 0.03).astype(np.float64),
+            "grasp_success": np.zeros(len(reward)), "grasp_reward": grasp_reward, "in_place_reward": in_place,
+            "obj_to_target": obj_to_target, "unscaled_reward": reward}
+
+
+def _push_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerPushEnvV3.evaluate_state`` (v2 rewards) of every env; the rows :func:`caging_reward` cannot give,
+    and those whose ``grasp_success`` needs the contacts (the gripper open and the object lifted), by the
+    env's own ``evaluate_state`` on its synced state."""
+    radius = batch.envs[0].TARGET_RADIUS
+    obj, tcp_opened = observations[:, 4:7], observations[:, 3]
+    tcp_to_obj = norms(obj - batch.tcp_center())
+    target_to_obj = norms(obj - batch.target)
+    target_to_obj_init = norms(batch.obj_init - batch.target)
+    in_place = long_tail(target_to_obj, 0, radius, target_to_obj_init)
+    object_grasped, rare = caging_reward(batch, actions, obj, obj_radius=0.015, pad_success_thresh=0.05,
+                                         xz_thresh=0.005, high_density=True)
+    reward = 2 * object_grasped
+    reward = np.where((tcp_to_obj < 0.02) & (tcp_opened > 0), reward + (1.0 + reward + 5.0 * in_place), reward)
+    reward = np.where(target_to_obj < radius, 10.0, reward)
+    lifted = (tcp_opened > 0) & (obj[:, 2] - 0.02 > batch.obj_init[:, 2])
+    infos = _grasp_infos(target_to_obj <= radius, tcp_to_obj, object_grasped, in_place, target_to_obj, reward)
+    batch.evaluate_rows(np.flatnonzero(rare | lifted), observations, actions, reward, infos)
+    return reward, infos
+
+
+def _pick_place_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerPickPlaceEnvV3.evaluate_state`` (v2 rewards, its own ``_gripper_caging_reward``) of every env;
+    the rows where the gripper grips (float32 from the action, as for push) or the object is lifted (the
+    contacts, for ``grasp_success``) by the env's own ``evaluate_state`` on its synced state."""
+    obj, tcp_opened = observations[:, 4:7], observations[:, 3]
+    tcp = batch.tcp_center()
+    obj_to_target = norms(obj - batch.target)
+    tcp_to_obj = norms(obj - tcp)
+    in_place = long_tail(obj_to_target, 0, 0.05, norms(batch.obj_init - batch.target))
+    # _gripper_caging_reward of SawyerPickPlaceEnvV3.
+    pad_margin, xz_margin, obj_radius = 0.05, 0.005, 0.015
+    left_pad, right_pad = batch.xpos[:, batch.left_pad], batch.xpos[:, batch.right_pad]
+    # init_left_pad and init_right_pad are get_body_com's views of data.xpos: the pads where they are now.
+    right_caging_margin = np.abs(np.abs(obj[:, 1] - right_pad[:, 1]) - pad_margin)
+    left_caging_margin = np.abs(np.abs(obj[:, 1] - left_pad[:, 1]) - pad_margin)
+    right_caging = long_tail(obj[:, 1] - right_pad[:, 1], obj_radius, pad_margin, right_caging_margin)
+    left_caging = long_tail(left_pad[:, 1] - obj[:, 1], obj_radius, pad_margin, left_caging_margin)
+    y_caging = hamacher(left_caging, right_caging)
+    tcp_obj_norm_x_z = norms(xz(tcp) - xz(obj))
+    tcp_obj_x_z_margin = norms(xz(batch.obj_init) - xz(batch.init_tcp)) - xz_margin
+    x_z_caging = long_tail(tcp_obj_norm_x_z, 0, xz_margin, tcp_obj_x_z_margin)
+    caging = hamacher(y_caging, x_z_caging)
+    grip = actions[:, -1]
+    gripping = (caging > 0.97) & (grip > 0)
+    rare = (gripping & (grip <= 1)) | (tcp_obj_x_z_margin < 0)
+    # Elsewhere min(max(0, grip), 1) is the int 1 or 0: float64 throughout.
+    object_grasped = (hamacher(caging, np.where(gripping, 1.0, 0.0)) + caging) / 2
+    reward = hamacher(object_grasped, in_place)
+    lifted = tcp_opened > 0
+    reward = np.where((tcp_to_obj < 0.02) & lifted & (obj[:, 2] - 0.01 > batch.obj_init[:, 2]),
+                      reward + (1.0 + 5.0 * in_place), reward)
+    reward = np.where(obj_to_target < 0.05, 10.0, reward)
+    grasped = lifted & (obj[:, 2] - 0.02 > batch.obj_init[:, 2])
+    infos = _grasp_infos(obj_to_target <= 0.07, tcp_to_obj, object_grasped, in_place, obj_to_target, reward)
+    batch.evaluate_rows(np.flatnonzero(rare | grasped), observations, actions, reward, infos)
+    return reward, infos
+
+
+def _button_press_topdown_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerButtonPressTopdownEnvV3.evaluate_state`` (v2 rewards): no action in the reward."""
+    obj = observations[:, 4:7]
+    tcp_to_obj = norms(obj - batch.tcp_center())
+    tcp_to_obj_init = norms(obj - batch.init_tcp)
+    obj_to_target = np.abs(batch.target[:, 2] - obj[:, 2])
+    tcp_closed = 1 - observations[:, 3]
+    near_button = long_tail(tcp_to_obj, 0, 0.01, tcp_to_obj_init)
+    button_pressed = long_tail(obj_to_target, 0, 0.005, batch.values["_obj_to_target_init"])
+    reward = 5 * hamacher(tcp_closed, near_button)
+    reward = np.where(tcp_to_obj <= 0.03, reward + 5 * button_pressed, reward)
+    infos = {"success": (obj_to_target <= 0.024).astype(np.float64),
+             "near_object": (tcp_to_obj <= 0.05).astype(np.float64),
+             "grasp_success": (observations[:, 3] > 0).astype(np.float64), "grasp_reward": near_button,
+             "in_place_reward": button_pressed, "obj_to_target": obj_to_target, "unscaled_reward": reward}
+    return reward, infos
+
+
+def _drawer_close_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerDrawerCloseEnvV3.evaluate_state`` (v2 rewards). Its reach is multiplied (``hamacher_product``)
+    by ``min(max(0, action[3]), 1)``: the int 0 or 1 outside (0, 1], else the action's float32, with which the
+    rest of the reward runs in float32 (NumPy 2's rules for a Python float and a float32): both are computed
+    as arrays, and each row takes its own."""
+    radius = batch.envs[0].TARGET_RADIUS
+    obj = observations[:, 4:7]
+    target_to_obj = norms(obj - batch.target)
+    target_to_obj_init = norms(batch.obj_init - batch.target)
+    in_place = long_tail(target_to_obj, 0, radius, np.abs(target_to_obj_init - radius))
+    tcp_to_obj = norms(obj - batch.tcp_center())
+    tcp_to_obj_init = norms(batch.obj_init - batch.init_tcp)
+    reach = gaussian(tcp_to_obj, 0, 0.005, np.abs(tcp_to_obj_init - 0.005))
+    grip = actions[:, -1]
+    in_float32 = (grip > 0) & (grip <= 1)
+    closed = np.where(grip > 1, 1.0, 0.0)  # the int's value where the row is not in_float32
+    reach64 = hamacher(reach, closed)
+    reward64 = hamacher(reach64, in_place)
+    # float32 rows: hamacher_product(reach, grip) and hamacher_product(that, in_place) in float32.
+    reach32 = hamacher(reach.astype(np.float32), grip.astype(np.float32))
+    reward32 = hamacher(reach32, in_place.astype(np.float32))
+    object_grasped = np.where(in_float32, reach32, reach64)
+    closed_enough = target_to_obj <= radius + 0.015
+    reward = np.where(closed_enough, 10.0, np.where(in_float32, reward32 * np.float32(10), reward64 * 10))
+    infos = {"success": closed_enough.astype(np.float64), "near_object": (tcp_to_obj <= 0.01).astype(np.float64),
+             "grasp_success": np.ones(len(obj)), "grasp_reward": object_grasped, "in_place_reward": in_place,
+             "obj_to_target": target_to_obj, "unscaled_reward": reward}
+    return reward, infos
+
+
+#: Meta-World class name -> how to batch it.
+SPECS: Dict[str, ClassSpec] = {
+    "SawyerReachEnvV3": ClassSpec((ObjectSpec("obj"),), _reach_outputs),
+    "SawyerPushEnvV3": ClassSpec((ObjectSpec("obj"),), _push_outputs),
+    "SawyerPickPlaceEnvV3": ClassSpec((ObjectSpec("obj"),), _pick_place_outputs),
+    "SawyerButtonPressTopdownEnvV3": ClassSpec((ObjectSpec("button", (0.0, 0.0, 0.193), ("body", "button")),),
+                                               _button_press_topdown_outputs, env_values=("_obj_to_target_init",)),
+    "SawyerDrawerCloseEnvV3": ClassSpec((ObjectSpec("drawer_link", (0.0, -0.16, 0.05), ("zeros", "")),),
+                                        _drawer_close_outputs),
+}
+
+
+def batched_spec(env: Any) -> ClassSpec | None:
+    """The spec of ``env``'s Meta-World class (a fast subclass counts as its class), or ``None``."""
+    for cls in type(env).__mro__:
+        spec = SPECS.get(cls.__name__)
+        if spec is not None and cls.__module__.startswith("metaworld."):
+            return spec
+    return None

@@ -18,8 +18,8 @@ at every step:
   goals differ from the others');
 * ``batched``: ``maml_rl.envs.metaworld_fast.batched.BatchedSawyer``, the N envs of each class stepped
   together (one ``mujoco.batch`` call a step on ``--workers`` threads, the outputs as arrays), with the
-  policy, in this process; only for scenarios whose classes are all batched (reach so far), and not yet
-  through the sampler;
+  policy, in this process; the classes not batched yet (in the ML10 mix) step one env at a time through
+  the fast path; not yet through the sampler;
 * ``physics``: the ceiling, only MuJoCo's calls of a Meta-World step
   (``mj_step`` x frame_skip, ``mj_rnePostConstraint``, ``mj_forward``) on
   the same models, in one thread.
@@ -236,12 +236,26 @@ class EnvpoolContender:
 
 
 class BatchedContender:
-    """The envs of each class in one ``BatchedSawyer`` (its physics on ``workers`` threads), and the policy, in
-    this process."""
+    """The envs of each batched class in one ``BatchedSawyer`` (its physics on ``workers`` threads), those of
+    the other classes stepped one by one through the fast path, and the policy, in this process."""
+
+    class _PerEnv:
+        """Envs of a class not batched yet, with a ``BatchedSawyer``'s calls."""
+
+        def __init__(self, envs):
+            self.envs = envs
+
+        def sync(self, i):
+            pass
+
+        load = sync
+
+        def step(self, actions):
+            return (np.stack([env.step(action)[0] for env, action in zip(self.envs, actions)]),)
 
     def __init__(self, key, scenario, tasks, batch_size, horizon, workers):
         from maml_rl.envs.metaworld import MetaWorldEnv
-        from maml_rl.envs.metaworld_fast.batched import BatchedSawyer
+        from maml_rl.envs.metaworld_fast.batched import BatchedSawyer, batched_spec
 
         self.key, self.horizon = key, horizon
         by_class: dict[str, list] = {}
@@ -251,7 +265,8 @@ class BatchedContender:
                 env.reset_task(t)
                 env.reset()
                 by_class.setdefault(t["env_name"], []).append(env._env)
-        self.batches = [BatchedSawyer(envs, nthread=workers) for envs in by_class.values()]
+        self.batches = [BatchedSawyer(envs, nthread=workers) if batched_spec(envs[0]) else self._PerEnv(envs)
+                        for envs in by_class.values()]
         self.n = sum(len(b.envs) for b in self.batches)
         self.policy = make_policy()
 
@@ -279,14 +294,14 @@ class BatchedContender:
         pass
 
 
-def all_batched(tasks) -> bool:
-    """Whether every class of ``tasks`` is batched (``BatchedSawyer``) and mujoco.batch is here."""
+def any_batched(tasks) -> bool:
+    """Whether a class of ``tasks`` is batched (``BatchedSawyer``) and mujoco.batch is here."""
     import metaworld.env_dict
 
     from maml_rl.envs.metaworld_fast.batched import SPECS, mujoco_batch
 
     names = {metaworld.env_dict.ALL_V3_ENVIRONMENTS[t["env_name"]].__name__ for t in tasks}
-    return mujoco_batch is not None and names <= set(SPECS)
+    return mujoco_batch is not None and bool(names & set(SPECS))
 
 
 class PhysicsContender:
@@ -338,7 +353,7 @@ def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
                   SyncContender("sync", *common)]
     if not args.no_envpool:
         contenders.append(EnvpoolContender("envpool", *common))
-    if all_batched(tasks):
+    if any_batched(tasks):
         contenders.append(BatchedContender("batched", *common))
     contenders.append(PhysicsContender("physics", *common))
     rates = {c.key: {"steps/s": [], "steps/cpu-s": []} for c in contenders}

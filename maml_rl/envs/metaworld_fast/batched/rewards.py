@@ -25,11 +25,12 @@ _XZ = np.array([0, 2])
 
 @dataclass(frozen=True)
 class ObjectSpec:
-    """One object of the observation: the position ``xpos[body] + offset`` (the class's ``_get_pos_objects``)
-    and its quaternion, from ``("geom", name)``: Markley's conversion of the geom's ``xmat``; ``("body",
-    name)``: the body's ``xquat``; or ``("zeros", "")``."""
+    """One object of the observation: its position (the class's ``_get_pos_objects``), a body's ``xpos``
+    (``("body", name)``) or a site's (``("site", name)``), plus ``offset`` if any; and its quaternion, from
+    ``("geom", name)``: Markley's conversion of the geom's ``xmat``; ``("body", name)``: the body's ``xquat``;
+    or ``("zeros", "")``."""
 
-    body: str
+    position: Tuple[str, str] = ("body", "obj")
     offset: Optional[Tuple[float, float, float]] = None
     quat: Tuple[str, str] = ("geom", "objGeom")
 
@@ -40,7 +41,7 @@ class ClassSpec:
 
     objects: Tuple[ObjectSpec, ...]
     outputs: Callable[["BatchedSawyer", np.ndarray, np.ndarray], Tuple[np.ndarray, Dict[str, np.ndarray]]]
-    #: Scalar attributes of each env its reward reads, set by its reset (``BatchedSawyer.values[name]``).
+    #: Attributes of each env its reward reads, set by its reset (``BatchedSawyer.values[name]``, one row each).
     env_values: Tuple[str, ...] = ()
 
 
@@ -201,15 +202,38 @@ def _drawer_close_outputs(batch: "BatchedSawyer", observations: np.ndarray, acti
     return reward, infos
 
 
+def _window_open_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerWindowOpenEnvV3.evaluate_state`` (v2 rewards): no action in the reward. Its distances along x
+    are ``np.linalg.norm`` of a scalar (a one-element ``dot``)."""
+    radius = batch.envs[0].TARGET_RADIUS
+    obj = observations[:, 4:7]  # _get_pos_objects(): the handle site, as in the observation (unclipped there)
+    tcp = batch.tcp_center()
+    target_to_obj = norms((obj[:, 0] - batch.target[:, 0])[:, None])
+    target_to_obj_init = norms((batch.obj_init[:, 0] - batch.target[:, 0])[:, None])
+    in_place = long_tail(target_to_obj, 0, radius, np.abs(target_to_obj_init - radius))
+    tcp_to_obj = norms(obj - tcp)
+    tcp_to_obj_init = norms(batch.values["window_handle_pos_init"] - batch.init_tcp)
+    reach = long_tail(tcp_to_obj, 0, 0.02, np.abs(tcp_to_obj_init - 0.02))
+    reward = 10 * hamacher(reach, in_place)
+    infos = {"success": (target_to_obj <= radius).astype(np.float64),
+             "near_object": (tcp_to_obj <= 0.05).astype(np.float64), "grasp_success": np.ones(len(obj)),
+             "grasp_reward": reach, "in_place_reward": in_place, "obj_to_target": target_to_obj,
+             "unscaled_reward": reward}
+    return reward, infos
+
+
 #: Meta-World class name -> how to batch it.
 SPECS: Dict[str, ClassSpec] = {
-    "SawyerReachEnvV3": ClassSpec((ObjectSpec("obj"),), _reach_outputs),
-    "SawyerPushEnvV3": ClassSpec((ObjectSpec("obj"),), _push_outputs),
-    "SawyerPickPlaceEnvV3": ClassSpec((ObjectSpec("obj"),), _pick_place_outputs),
-    "SawyerButtonPressTopdownEnvV3": ClassSpec((ObjectSpec("button", (0.0, 0.0, 0.193), ("body", "button")),),
-                                               _button_press_topdown_outputs, env_values=("_obj_to_target_init",)),
-    "SawyerDrawerCloseEnvV3": ClassSpec((ObjectSpec("drawer_link", (0.0, -0.16, 0.05), ("zeros", "")),),
+    "SawyerReachEnvV3": ClassSpec((ObjectSpec(),), _reach_outputs),
+    "SawyerPushEnvV3": ClassSpec((ObjectSpec(),), _push_outputs),
+    "SawyerPickPlaceEnvV3": ClassSpec((ObjectSpec(),), _pick_place_outputs),
+    "SawyerButtonPressTopdownEnvV3": ClassSpec(
+        (ObjectSpec(("body", "button"), (0.0, 0.0, 0.193), ("body", "button")),), _button_press_topdown_outputs,
+        env_values=("_obj_to_target_init",)),
+    "SawyerDrawerCloseEnvV3": ClassSpec((ObjectSpec(("body", "drawer_link"), (0.0, -0.16, 0.05), ("zeros", "")),),
                                         _drawer_close_outputs),
+    "SawyerWindowOpenEnvV3": ClassSpec((ObjectSpec(("site", "handleOpenStart"), None, ("zeros", "")),),
+                                       _window_open_outputs, env_values=("window_handle_pos_init",)),
 }
 
 

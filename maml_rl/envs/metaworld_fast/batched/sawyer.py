@@ -81,8 +81,10 @@ class BatchedSawyer:
         self.hand, self.right_claw, self.left_claw = body("hand"), body("rightclaw"), body("leftclaw")
         self.right_effector, self.left_effector = site("rightEndEffector"), site("leftEndEffector")
         self.left_pad, self.right_pad = body("leftpad"), body("rightpad")
-        self.objects = [(body(o.body), None if o.offset is None else np.array(o.offset), o.quat[0],
-                         {"geom": geom, "body": body}.get(o.quat[0], lambda k: -1)(o.quat[1]))
+        ids = {"body": body, "site": site, "geom": geom, "zeros": lambda name: -1}
+        # (position's kind and id, offset, quaternion's kind and id) of each object.
+        self.objects = [(o.position[0], ids[o.position[0]](o.position[1]),
+                         None if o.offset is None else np.array(o.offset), o.quat[0], ids[o.quat[0]](o.quat[1]))
                         for o in self.spec.objects]
         self.xquat = self.batch.bind("xquat")
         # The model fields Meta-World's resets move (a drawer's, a button box's body; a goal site), per env.
@@ -103,7 +105,7 @@ class BatchedSawyer:
         self.path_length = np.zeros(n, dtype=np.int64)
         self.max_path_length = np.zeros(n, dtype=np.int64)
         self.synced = np.ones(n, dtype=np.bool_)
-        self.values = {name: np.zeros(n) for name in self.spec.env_values}
+        self.values: Dict[str, np.ndarray] = {}  # the spec's env_values, one row per env (made at the first load)
 
     def load(self, i: int) -> None:
         """Env ``i`` was just reset: copy its state into simulation ``i``."""
@@ -114,8 +116,11 @@ class BatchedSawyer:
         for name, rows in self.model_rows.items():
             # Not followed by set_const: Meta-World moves these without mj_setConst, keeping compiled constants.
             rows[i] = getattr(env.model, name)
-        for name, values in self.values.items():
-            values[i] = getattr(env, name)
+        for name in self.spec.env_values:
+            value = getattr(env, name)
+            if name not in self.values:
+                self.values[name] = np.zeros((len(self.envs), *np.shape(value)))
+            self.values[name][i] = value
         self.target[i] = env._target_pos
         self.hand_init[i] = env.hand_init_pos
         self.obj_init[i], self.init_tcp[i] = env.obj_init_pos, env.init_tcp
@@ -202,8 +207,8 @@ class BatchedSawyer:
         gripper = norms(self.xpos[:, self.right_claw] - self.xpos[:, self.left_claw]) / 0.1
         current[:, 3] = np.clip(gripper, 0.0, 1.0)
         column = 4
-        for body, offset, kind, source in self.objects:
-            position = self.xpos[:, body]
+        for where, index, offset, kind, source in self.objects:
+            position = (self.xpos if where == "body" else self.site_xpos)[:, index]
             current[:, column:column + 3] = position if offset is None else position + offset
             if kind == "geom":
                 current[:, column + 3:column + 7] = quats_from_matrices(self.geom_xmat[:, source])

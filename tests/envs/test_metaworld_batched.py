@@ -22,7 +22,8 @@ from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 pytestmark = [pytest.mark.metaworld,
               pytest.mark.skipif(mujoco_batch is None, reason="batched stepping needs mujoco.batch (MuJoCo >= 4)")]
 
-BATCHED = {"reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-close-v3", "window-open-v3"}
+BATCHED = {"reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-close-v3", "window-open-v3",
+           "drawer-open-v3"}
 GRASPING = {"push-v3", "pick-place-v3"}  # classes whose gripping rows go to the env's own evaluate_state
 
 

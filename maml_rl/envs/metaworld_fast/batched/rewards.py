@@ -222,6 +222,25 @@ def _window_open_outputs(batch: "BatchedSawyer", observations: np.ndarray, actio
     return reward, infos
 
 
+def _drawer_open_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+    """``SawyerDrawerOpenEnvV3.evaluate_state`` (v2 rewards): no action in the reward."""
+    max_dist = batch.envs[0].maxDist
+    gripper, handle = observations[:, :3], observations[:, 4:7]
+    handle_error = norms(handle - batch.target)
+    reward_for_opening = long_tail(handle_error, 0, 0.02, np.full(len(handle), max_dist))
+    handle_pos_init = batch.target + np.array([0.0, max_dist, 0.0])
+    scale = np.array([3.0, 3.0, 1.0])
+    gripper_error = (handle - gripper) * scale
+    gripper_error_init = (handle_pos_init - batch.init_tcp) * scale
+    reward_for_caging = long_tail(norms(gripper_error), 0, 0.01, norms(gripper_error_init))
+    reward = (reward_for_caging + reward_for_opening) * 5.0
+    infos = {"success": (handle_error <= 0.03).astype(np.float64),
+             "near_object": (norms(handle - gripper) <= 0.03).astype(np.float64),
+             "grasp_success": (observations[:, 3] > 0).astype(np.float64), "grasp_reward": reward_for_caging,
+             "in_place_reward": reward_for_opening, "obj_to_target": handle_error, "unscaled_reward": reward}
+    return reward, infos
+
+
 #: Meta-World class name -> how to batch it.
 SPECS: Dict[str, ClassSpec] = {
     "SawyerReachEnvV3": ClassSpec((ObjectSpec(),), _reach_outputs),
@@ -232,6 +251,8 @@ SPECS: Dict[str, ClassSpec] = {
         env_values=("_obj_to_target_init",)),
     "SawyerDrawerCloseEnvV3": ClassSpec((ObjectSpec(("body", "drawer_link"), (0.0, -0.16, 0.05), ("zeros", "")),),
                                         _drawer_close_outputs),
+    "SawyerDrawerOpenEnvV3": ClassSpec((ObjectSpec(("body", "drawer_link"), (0.0, -0.16, 0.0), ("body", "drawer_link")),),
+                                       _drawer_open_outputs),
     "SawyerWindowOpenEnvV3": ClassSpec((ObjectSpec(("site", "handleOpenStart"), None, ("zeros", "")),),
                                        _window_open_outputs, env_values=("window_handle_pos_init",)),
 }

@@ -1,6 +1,7 @@
 """The batched classes: what each reads and its ``evaluate_state`` as arrays (see ``sawyer.py``).
 
-A class's outputs function gives every env's reward and infos, bit for bit Meta-World's own
+A class's outputs function (``outputs(batch, observations, actions)``, ``batch`` the ``BatchedSawyer``, not
+imported here: it imports this registry) gives every env's reward and infos, bit for bit Meta-World's own
 ``evaluate_state``. Rows its arrays cannot give exactly go to ``BatchedSawyer.evaluate_rows`` (the env's
 own code on its synced state): where the gripper grips the object, Meta-World's arithmetic turns float32
 with the action; where ``grasp_success`` needs the contacts.
@@ -9,14 +10,11 @@ with the action; where ``grasp_success`` needs the contacts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
 from .arrays import gaussian, hamacher, long_tail, norms, xz
-
-if TYPE_CHECKING:
-    from .sawyer import BatchedSawyer
 
 __all__ = ["ClassSpec", "ObjectSpec", "SPECS", "batched_spec"]
 
@@ -40,12 +38,12 @@ class ClassSpec:
     """What a batched class reads (its objects, in order) and its ``evaluate_state`` as arrays."""
 
     objects: Tuple[ObjectSpec, ...]
-    outputs: Callable[["BatchedSawyer", np.ndarray, np.ndarray], Tuple[np.ndarray, Dict[str, np.ndarray]]]
+    outputs: Callable[[Any, np.ndarray, np.ndarray], Tuple[np.ndarray, Dict[str, np.ndarray]]]
     #: Attributes of each env its reward reads, set by its reset (``BatchedSawyer.values[name]``, one row each).
     env_values: Tuple[str, ...] = ()
 
 
-def _reach_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+def _reach_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerReachEnvV3.evaluate_state`` (reward_function_version "v2") of every env."""
     tcp = batch.tcp_center()
     target = batch.target
@@ -60,7 +58,7 @@ def _reach_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np
     return reward, infos
 
 
-def caging_reward(batch: "BatchedSawyer", actions: np.ndarray, obj: np.ndarray, obj_radius: float,
+def caging_reward(batch: Any, actions: np.ndarray, obj: np.ndarray, obj_radius: float,
                   pad_success_thresh: float, xz_thresh: float, high_density: bool) -> Tuple[np.ndarray, np.ndarray]:
     """``_gripper_caging_reward`` of every env (without medium density), and the rows it cannot give exactly:
     where the gripper grips (``caging > 0.97`` and ``0 < action[3] <= 1``), Meta-World mixes the action's
@@ -95,7 +93,7 @@ def _grasp_infos(success: np.ndarray, tcp_to_obj: np.ndarray, grasp_reward: np.n
             "obj_to_target": obj_to_target, "unscaled_reward": reward}
 
 
-def _push_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+def _push_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerPushEnvV3.evaluate_state`` (v2 rewards) of every env; the rows :func:`caging_reward` cannot give,
     and those whose ``grasp_success`` needs the contacts (the gripper open and the object lifted), by the
     env's own ``evaluate_state`` on its synced state."""
@@ -116,7 +114,7 @@ def _push_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.
     return reward, infos
 
 
-def _pick_place_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+def _pick_place_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerPickPlaceEnvV3.evaluate_state`` (v2 rewards, its own ``_gripper_caging_reward``) of every env;
     the rows where the gripper grips (float32 from the action, as for push) or the object is lifted (the
     contacts, for ``grasp_success``) by the env's own ``evaluate_state`` on its synced state."""
@@ -154,7 +152,7 @@ def _pick_place_outputs(batch: "BatchedSawyer", observations: np.ndarray, action
     return reward, infos
 
 
-def _button_press_topdown_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+def _button_press_topdown_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerButtonPressTopdownEnvV3.evaluate_state`` (v2 rewards): no action in the reward."""
     obj = observations[:, 4:7]
     tcp_to_obj = norms(obj - batch.tcp_center())
@@ -172,7 +170,7 @@ def _button_press_topdown_outputs(batch: "BatchedSawyer", observations: np.ndarr
     return reward, infos
 
 
-def _drawer_close_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+def _drawer_close_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerDrawerCloseEnvV3.evaluate_state`` (v2 rewards). Its reach is multiplied (``hamacher_product``)
     by ``min(max(0, action[3]), 1)``: the int 0 or 1 outside (0, 1], else the action's float32, with which the
     rest of the reward runs in float32 (NumPy 2's rules for a Python float and a float32): both are computed
@@ -202,7 +200,7 @@ def _drawer_close_outputs(batch: "BatchedSawyer", observations: np.ndarray, acti
     return reward, infos
 
 
-def _window_open_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+def _window_open_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerWindowOpenEnvV3.evaluate_state`` (v2 rewards): no action in the reward. Its distances along x
     are ``np.linalg.norm`` of a scalar (a one-element ``dot``)."""
     radius = batch.envs[0].TARGET_RADIUS
@@ -222,7 +220,7 @@ def _window_open_outputs(batch: "BatchedSawyer", observations: np.ndarray, actio
     return reward, infos
 
 
-def _drawer_open_outputs(batch: "BatchedSawyer", observations: np.ndarray, actions: np.ndarray):
+def _drawer_open_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerDrawerOpenEnvV3.evaluate_state`` (v2 rewards): no action in the reward."""
     max_dist = batch.envs[0].maxDist
     gripper, handle = observations[:, :3], observations[:, 4:7]

@@ -58,7 +58,7 @@ def _reach_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     return reward, infos
 
 
-def caging_reward(batch: Any, actions: np.ndarray, obj: np.ndarray, obj_radius: float,
+def caging_reward(batch: Any, actions: np.ndarray, obj: np.ndarray, tcp: np.ndarray, obj_radius: float,
                   pad_success_thresh: float, xz_thresh: float, high_density: bool) -> Tuple[np.ndarray, np.ndarray]:
     """``_gripper_caging_reward`` of every env (without medium density), and the rows it cannot give exactly:
     where the gripper grips (``caging > 0.97`` and ``0 < action[3] <= 1``), Meta-World mixes the action's
@@ -70,7 +70,6 @@ def caging_reward(batch: Any, actions: np.ndarray, obj: np.ndarray, obj_radius: 
     margin_right = np.abs(np.abs(right_y - init_y) - pad_success_thresh)
     caging_y = hamacher(long_tail(np.abs(left_y - obj_y), obj_radius, pad_success_thresh, margin_left),
                         long_tail(np.abs(right_y - obj_y), obj_radius, pad_success_thresh, margin_right))
-    tcp = batch.tcp_center()
     caging_xz_margin = norms(batch.obj_init[:, _XZ] - batch.init_tcp[:, _XZ]) - xz_thresh
     caging_xz = long_tail(norms(tcp[:, _XZ] - obj[:, _XZ]), 0, xz_thresh, caging_xz_margin)
     caging = hamacher(caging_y, caging_xz)
@@ -99,11 +98,12 @@ def _push_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     env's own ``evaluate_state`` on its synced state."""
     radius = batch.envs[0].TARGET_RADIUS
     obj, tcp_opened = observations[:, 4:7], observations[:, 3]
-    tcp_to_obj = norms(obj - batch.tcp_center())
+    tcp = batch.tcp_center()
+    tcp_to_obj = norms(obj - tcp)
     target_to_obj = norms(obj - batch.target)
     target_to_obj_init = norms(batch.obj_init - batch.target)
     in_place = long_tail(target_to_obj, 0, radius, target_to_obj_init)
-    object_grasped, rare = caging_reward(batch, actions, obj, obj_radius=0.015, pad_success_thresh=0.05,
+    object_grasped, rare = caging_reward(batch, actions, obj, tcp, obj_radius=0.015, pad_success_thresh=0.05,
                                          xz_thresh=0.005, high_density=True)
     reward = 2 * object_grasped
     reward = np.where((tcp_to_obj < 0.02) & (tcp_opened > 0), reward + (1.0 + reward + 5.0 * in_place), reward)
@@ -249,8 +249,8 @@ SPECS: Dict[str, ClassSpec] = {
         env_values=("_obj_to_target_init",)),
     "SawyerDrawerCloseEnvV3": ClassSpec((ObjectSpec(("body", "drawer_link"), (0.0, -0.16, 0.05), ("zeros", "")),),
                                         _drawer_close_outputs),
-    "SawyerDrawerOpenEnvV3": ClassSpec((ObjectSpec(("body", "drawer_link"), (0.0, -0.16, 0.0), ("body", "drawer_link")),),
-                                       _drawer_open_outputs),
+    "SawyerDrawerOpenEnvV3": ClassSpec(
+        (ObjectSpec(("body", "drawer_link"), (0.0, -0.16, 0.0), ("body", "drawer_link")),), _drawer_open_outputs),
     "SawyerWindowOpenEnvV3": ClassSpec((ObjectSpec(("site", "handleOpenStart"), None, ("zeros", "")),),
                                        _window_open_outputs, env_values=("window_handle_pos_init",)),
 }

@@ -117,9 +117,10 @@ def test_more_workers_than_envs_start_one_per_env():
         envs.close()
 
 
+@LAYOUTS
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
-def test_episodes_that_end_at_the_first_step(mode):
-    ended = drive([partial(BoxEnv, max_length=1)] * 3, mode, steps=6)
+def test_episodes_that_end_at_the_first_step(mode, num_workers):
+    ended = drive([partial(BoxEnv, max_length=1)] * 3, mode, steps=6, num_workers=num_workers)
     assert ended >= 6
 
 
@@ -128,9 +129,10 @@ def test_different_env_fns_each_build_their_own_env():
     drive(fns, AutoresetMode.NEXT_STEP, num_workers=3)
 
 
-def test_two_resets_in_a_row_and_resets_mid_episode():
+@LAYOUTS
+def test_two_resets_in_a_row_and_resets_mid_episode(num_workers):
     fns = [BoxEnv] * 4
-    ours = MultiTaskVectorEnv(fns, num_workers=2, start_method="fork")
+    ours = MultiTaskVectorEnv(fns, num_workers=num_workers, start_method="fork")
     reference = SyncVectorEnv(fns)
     try:
         assert_same(ours.reset(seed=1), reference.reset(seed=1))

@@ -39,6 +39,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from maml_rl.envs.batch_stepping import BatchStepper, BatchSteppedEnv
 from maml_rl.envs.meta_env import MetaEnv
 from maml_rl.envs.metaworld_fast import fast_class, unavailable_reason
 
@@ -116,7 +117,7 @@ def _metaworld_task(env_name: str, rand_vec: np.ndarray) -> "metaworld.Task":
     return metaworld.Task(env_name=env_name, data=pickle.dumps(data))
 
 
-class MetaWorldEnv(gym.Env, MetaEnv):
+class MetaWorldEnv(gym.Env, MetaEnv, BatchSteppedEnv):
     """A Meta-World ML benchmark as one meta-learning env (see the module's docstring).
 
     :param benchmark: ``"ML1"``, ``"ML10"`` or ``"ML45"``.
@@ -253,6 +254,30 @@ class MetaWorldEnv(gym.Env, MetaEnv):
             _log_fast_path_off()
             return cls
         return fast
+
+    # -- the sampler's fast path (batch_stepping) ----------------------------
+
+    def batch_support(self) -> str | None:
+        from maml_rl.envs.metaworld_fast.batched import SPECS, mujoco_batch
+
+        if not self.fast:
+            return "fast=False steps Meta-World's own classes"
+        if unavailable_reason() is not None:
+            return unavailable_reason()
+        if mujoco_batch is None:
+            return f"mujoco {mujoco.__version__} has no mujoco.batch (it needs MuJoCo >= 4.0)"
+        if self.reward_function_version != "v2":
+            return "only the v2 rewards are batched"
+        if not any(cls.__name__ in SPECS for cls in self.task_classes.values()):
+            return f"none of its task classes ({', '.join(self.task_classes)}) is batched yet"
+        return None
+
+    def batch_stepper(self, envs, nthread: int) -> BatchStepper:
+        """Each task class's slots stepped together (``metaworld_fast/batched/stepper.py``); the slots of
+        classes not batched yet, one at a time."""
+        from maml_rl.envs.metaworld_fast.batched.stepper import MetaWorldStepper
+
+        return MetaWorldStepper(envs, nthread)
 
     # -- gymnasium ----------------------------------------------------------
 

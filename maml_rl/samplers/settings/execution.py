@@ -18,6 +18,7 @@ from typing import Optional
 
 import gymnasium as gym
 
+from maml_rl.envs.batch_stepping import BatchSteppedEnv
 from maml_rl.envs.vectorised import VectorisedMujocoEnv
 
 from ..workers.processes import usable_cpus
@@ -149,7 +150,7 @@ def _start_method(start_method: Optional[str]) -> str:
 
 
 def _fast_path(env: gym.Env, env_name: str, requested: Optional[bool], info_keys) -> bool:
-    """Whether the workers step ``env`` through the MuJoCo fast path."""
+    """Whether the workers step ``env`` through the fast path (``mujoco.batch``, or the env's own stepper)."""
     if requested is False:
         return False
     if info_keys and isinstance(env.unwrapped, VectorisedMujocoEnv):
@@ -157,19 +158,24 @@ def _fast_path(env: gym.Env, env_name: str, requested: Optional[bool], info_keys
             raise ValueError(f"mujoco_batch=True, but info_keys={tuple(info_keys)!r} are asked for: the MuJoCo fast "
                              "path computes no step info; pass info_keys=() or mujoco_batch=None")
         return False
-    if not isinstance(env.unwrapped, VectorisedMujocoEnv):
+    if not isinstance(env.unwrapped, (VectorisedMujocoEnv, BatchSteppedEnv)):
         if requested:
             raise ValueError(
-                f"mujoco_batch=True, but {env_name} does not implement maml_rl.envs.vectorised.VectorisedMujocoEnv; "
-                "leave mujoco_batch at None to step it one env at a time"
+                f"mujoco_batch=True, but {env_name} implements neither maml_rl.envs.vectorised.VectorisedMujocoEnv "
+                "nor maml_rl.envs.batch_stepping.BatchSteppedEnv; leave mujoco_batch at None to step it one env "
+                "at a time"
             )
         return False
-    from ..workers.batched_child_env import batch_support
+    from ..workers.batched_child_env import fast_path_support
 
-    reason = batch_support(env)
+    reason = fast_path_support(env)
     if reason is None:
         return True
+    own = isinstance(env.unwrapped, BatchSteppedEnv)
+    path = "the fast path" if own else "the MuJoCo fast path"
     if requested:
-        raise ValueError(f"mujoco_batch=True, but the MuJoCo fast path cannot step {env_name}: {reason}")
-    logger.warning("MultiTaskSampler: stepping %s one env at a time, without the MuJoCo fast path: %s", env_name, reason)
+        raise ValueError(f"mujoco_batch=True, but {path} cannot step {env_name}: {reason}")
+    # An env with its own stepper says why not where that is a choice (Meta-World's fast=False), so not a warning.
+    (logger.info if own else logger.warning)("MultiTaskSampler: stepping %s one env at a time, without %s: %s",
+                                             env_name, path, reason)
     return False

@@ -25,6 +25,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from maml_rl.envs.batch_stepping import BatchSteppedEnv
 from maml_rl.envs.vectorised import VectorisedMujocoEnv
 
 from .buffers import BufferSpec, BufferViews
@@ -59,7 +60,7 @@ def copy_reset_state(batch: Any, reset_state: dict, envs: Sequence[Any], ids: np
 
 
 def batch_support(env: gym.Env) -> Optional[str]:
-    """``None`` if the fast path can step copies of ``env``, else why not.
+    """``None`` if the MuJoCo fast path can step copies of ``env``, else why not.
 
     Only envs that opt in (``VectorisedMujocoEnv``) qualify, unwrapped or in
     the wrappers ``gymnasium.make`` adds; another wrapper could change what a
@@ -70,15 +71,32 @@ def batch_support(env: gym.Env) -> Optional[str]:
         return f"{type(unwrapped).__name__} does not implement VectorisedMujocoEnv"
     if mujoco_batch is None:
         return f"mujoco {mujoco.__version__} has no mujoco.batch (it needs MuJoCo >= 4.0)"
+    reason = _wrapper_reason(env)
+    if reason is not None:
+        return reason
+    if getattr(unwrapped, "render_mode", None) is not None:
+        return f"the env renders (render_mode={unwrapped.render_mode!r})"
+    if unwrapped.model.na != 0:
+        return "the model has actuator activations, which the env's reset does not set"
+    return None
+
+
+def fast_path_support(env: gym.Env) -> Optional[str]:
+    """``None`` if the sampler's fast path can step copies of ``env``: the MuJoCo fast path
+    (:func:`batch_support`), or the env's own stepper (``BatchSteppedEnv``); else why not."""
+    unwrapped = env.unwrapped
+    if not isinstance(unwrapped, BatchSteppedEnv):
+        return batch_support(env)
+    reason = _wrapper_reason(env)
+    return reason if reason is not None else unwrapped.batch_support()
+
+
+def _wrapper_reason(env: gym.Env) -> Optional[str]:
     wrapper = env
     while isinstance(wrapper, gym.Wrapper):
         if not isinstance(wrapper, TRANSPARENT_WRAPPERS):
             return f"the env is wrapped in {type(wrapper).__name__}, whose step the fast path would skip"
         wrapper = wrapper.env
-    if getattr(unwrapped, "render_mode", None) is not None:
-        return f"the env renders (render_mode={unwrapped.render_mode!r})"
-    if unwrapped.model.na != 0:
-        return "the model has actuator activations, which the env's reset does not set"
     return None
 
 

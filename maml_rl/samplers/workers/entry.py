@@ -26,6 +26,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from maml_rl.envs.batch_stepping import BatchSteppedEnv
+
 from .buffers import BufferSpec, BufferViews
 from .child_env import ChildEnv
 from .processes import ignore_worker_signals
@@ -69,17 +71,30 @@ PAYLOAD_CHECK_INTERVAL = 0.05
 
 def make_child_env(env_fn: Callable[[], Any], num_envs: int, buffers: BufferViews, index: int,
                    spec: BufferSpec, batch_threads: Optional[int] = None, stepper: Optional[type] = None) -> ChildEnv:
-    """A ChildEnv, or with ``batch_threads`` the MuJoCo fast path's
-    ``BatchedChildEnv`` on that many threads (imported only then: it needs
-    ``mujoco.batch``, which other envs may not), or a ``stepper`` class
+    """A ChildEnv, or with ``batch_threads`` the fast path on that many
+    threads: ``StepperChildEnv`` for an env that makes its own stepper
+    (``BatchSteppedEnv``), else the MuJoCo fast path's ``BatchedChildEnv``
+    (imported only then: it needs ``mujoco.batch``), or a ``stepper`` class
     taking the same arguments (the vector env's ``VectorChildEnv``)."""
     if stepper is not None:
         return stepper(env_fn, num_envs, buffers, index, spec)
     if batch_threads is None:
         return ChildEnv(env_fn, num_envs, buffers, index, spec)
-    from .batched_child_env import BatchedChildEnv
+    # The first env says which fast path; it becomes the ChildEnv's first env (no extra env_fn call).
+    first = env_fn()
+    built = [first]
 
-    return BatchedChildEnv(env_fn, num_envs, buffers, index, spec, nthread=batch_threads)
+    def envs() -> Any:
+        return built.pop() if built else env_fn()
+
+    if isinstance(first.unwrapped, BatchSteppedEnv):
+        from .stepper_child_env import StepperChildEnv as fast
+    else:
+        from .batched_child_env import BatchedChildEnv as fast
+    child = fast(envs, num_envs, buffers, index, spec, nthread=batch_threads)
+    for unused in built:  # num_envs == 0
+        unused.close()
+    return child
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""The sampler's stepper for Meta-World benchmark slots: each task class's slots stepped as one ``BatchedSawyer``.
+
+A worker's slots hold ``MetaWorldEnv``s, each with its current task class's env. :class:`MetaWorldStepper`
+groups the slots by class at every ``assign`` and steps each group of a batched class (``rewards.SPECS``)
+with one :class:`BatchedSawyer`; the slots of other classes step one env at a time, through their own
+``step``. So do a group's slots on a step where only some of them run (an episode that ended early in
+``partial`` sampling): a ``BatchedSawyer`` advances all its simulations or none.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from maml_rl.envs.batch_stepping import BatchStepper, StepResult
+
+from .rewards import batched_spec
+from .sawyer import BatchedSawyer
+
+__all__ = ["MetaWorldStepper"]
+
+
+class MetaWorldStepper(BatchStepper):
+    """Steps a worker's ``MetaWorldEnv``s (see the module's docstring)."""
+
+    def __init__(self, envs: Sequence[Any], nthread: int = 1):
+        self.envs = list(envs)
+        self.nthread = nthread
+        # (rows, the BatchedSawyer over those rows' class envs), one per batched class of the call.
+        self.groups: List[Tuple[np.ndarray, BatchedSawyer]] = []
+        # row -> (its group's BatchedSawyer, its index there)
+        self.where: Dict[int, Tuple[BatchedSawyer, int]] = {}
+
+    def release(self) -> None:
+        for _, sawyer in self.groups:
+            for j in range(len(sawyer.envs)):
+                sawyer.sync(j)
+
+    def assign(self, count: int) -> None:
+        inner = [env._env for env in self.envs[:count]]
+        by_class: Dict[type, List[int]] = {}
+        for i, env in enumerate(inner):
+            if batched_spec(env) is not None:
+                by_class.setdefault(type(env), []).append(i)
+        # A group whose envs are the same objects keeps its batch (ML1's slots, call after call).
+        previous = {tuple(map(id, sawyer.envs)): sawyer for _, sawyer in self.groups}
+        groups = []
+        for rows in by_class.values():
+            members = [inner[i] for i in rows]
+            sawyer = previous.get(tuple(map(id, members)))
+            if sawyer is None:
+                sawyer = BatchedSawyer(members, self.nthread)
+            groups.append((np.asarray(rows, dtype=np.intp), sawyer))
+        self.groups = groups
+        self.where = {int(i): (sawyer, j) for rows, sawyer in groups for j, i in enumerate(rows)}
+
+    def before_reset(self, i: int) -> None:
+        place = self.where.get(i)
+        if place is not None:
+            place[0].sync(place[1])
+
+    def after_reset(self, i: int) -> None:
+        place = self.where.get(i)
+        if place is not None:
+            place[0].load(place[1])
+
+    def step(self, rows: np.ndarray, actions: np.ndarray, info_keys: Sequence[str]) -> StepResult:
+        n = len(rows)
+        observations = np.empty((n, *self.envs[0].observation_space.shape))
+        rewards = np.empty(n)
+        terminated = np.zeros(n, dtype=np.bool_)
+        truncated = np.zeros(n, dtype=np.bool_)
+        infos = np.empty((n, len(info_keys)))
+        single = np.ones(n, dtype=np.bool_)
+        for group_rows, sawyer in self.groups:
+            ks = np.searchsorted(rows, group_rows)
+            ks = ks[ks < n]
+            if len(ks) != len(group_rows) or not np.array_equal(rows[ks], group_rows):
+                continue  # not every env of the group steps: each steps alone (below)
+            observations[ks], rewards[ks], truncated[ks], group_infos = sawyer.step(actions[ks])
+            for c, key in enumerate(info_keys):
+                infos[ks, c] = _info(group_infos, key)
+            single[ks] = False
+        for k in np.flatnonzero(single):
+            i = int(rows[k])
+            place = self.where.get(i)
+            if place is not None:
+                place[0].sync(place[1])
+            observations[k], rewards[k], terminated[k], truncated[k], info = self.envs[i].step(actions[k])
+            if place is not None:
+                place[0].load(place[1])
+            for c, key in enumerate(info_keys):
+                infos[k, c] = _info(info, key)
+        return observations, rewards, terminated, truncated, infos
+
+    def close(self) -> None:
+        self.groups, self.where = [], {}
+
+
+def _info(info: Dict[str, Any], key: str) -> Any:
+    try:
+        return info[key]
+    except KeyError:
+        raise ValueError(f"Meta-World's step info has no {key!r} (its keys: {sorted(info)}); the sampler carries "
+                         "info_keys=..., which need a value under each key at every step: pass keys it returns") from None

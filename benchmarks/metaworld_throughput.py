@@ -6,9 +6,14 @@ for ``--horizon`` steps from a reset, and all but ``physics`` evaluate the same
 MLP policy (39 -> 100 -> 100 -> 4, tanh, as the configs) on all N observations
 at every step:
 
-* ``fast``: ``MultiTaskSampler.sample(tasks, num_steps=0)`` end to end with
-  ``--workers`` processes, Meta-World stepped through ``maml_rl.envs.metaworld_fast``;
-* ``plain``: the same with ``fast=False``: Meta-World's own classes;
+* ``sampler``: ``MultiTaskSampler.sample(tasks, num_steps=0)`` end to end with
+  ``--workers`` processes, each stepping its slots of each batched class together
+  (``metaworld_fast/batched``, one ``mujoco.batch`` thread a worker) and the others one
+  env at a time through ``maml_rl.envs.metaworld_fast``;
+* ``sampler-0``: the same in this process, ``mujoco.batch`` on all usable CPUs' threads;
+* ``per-env``: the sampler with ``mujoco_batch=False``: every env stepped one at a time through
+  ``maml_rl.envs.metaworld_fast`` (the sampler's path before the batched classes; "fast" in older runs);
+* ``plain``: the sampler with ``fast=False``: Meta-World's own classes;
 * ``sync``: gymnasium ``SyncVectorEnv`` of Meta-World's own envs (class,
   ``set_task``, ``TimeLimit``) in a separate process that never imports
   ``maml_rl`` (its only change to Meta-World is the weld fix MuJoCo >= 3.17
@@ -18,8 +23,8 @@ at every step:
   goals differ from the others');
 * ``batched``: ``maml_rl.envs.metaworld_fast.batched.BatchedSawyer``, the N envs of each class stepped
   together (one ``mujoco.batch`` call a step on ``--workers`` threads, the outputs as arrays), with the
-  policy, in this process; the classes not batched yet (in the ML10 mix) step one env at a time through
-  the fast path; not yet through the sampler;
+  policy, in this process, without the sampler; the classes not batched yet (in the ML10 mix) step one env
+  at a time through the fast path;
 * ``physics``: the ceiling, only MuJoCo's calls of a Meta-World step
   (``mj_step`` x frame_skip, ``mj_rnePostConstraint``, ``mj_forward``) on
   the same models, in one thread.
@@ -112,11 +117,12 @@ def env_id(scenario: str) -> str:
 
 
 class SamplerContender:
-    def __init__(self, key, scenario, tasks, batch_size, horizon, workers, fast):
+    def __init__(self, key, scenario, tasks, batch_size, horizon, workers, fast, mujoco_batch=None):
         self.key, self.tasks = key, tasks
         env_fn = make_env(env_id(scenario), max_episode_steps=horizon, fast=fast)
         self.sampler = MultiTaskSampler(None, None, batch_size, make_policy(), LinearFeatureBaseline(OBS),
-                                        env_fn=env_fn, seed=1, num_workers=workers)
+                                        env_fn=env_fn, seed=1, num_workers=workers, mujoco_batch=mujoco_batch,
+                                        batch_threads=len(os.sched_getaffinity(0)) if workers == 0 else None)
 
     def run(self):
         cpu, start = tree_cpu_seconds(os.getpid()), time.perf_counter()
@@ -349,8 +355,12 @@ def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
     print(f"\n## {scenario}: {len(classes)} class(es), N = {args.tasks} tasks x {args.batch_size} = {n} envs, "
           f"horizon {args.horizon}, {args.workers} workers/threads", flush=True)
     common = (scenario, tasks, args.batch_size, args.horizon, args.workers)
-    contenders = [SamplerContender("fast", *common, fast=True), SamplerContender("plain", *common, fast=False),
-                  SyncContender("sync", *common)]
+    contenders = [SamplerContender("sampler", *common, fast=True)]
+    if any_batched(tasks):
+        in_process = (scenario, tasks, args.batch_size, args.horizon, 0)
+        contenders.append(SamplerContender("sampler-0", *in_process, fast=True))
+        contenders.append(SamplerContender("per-env", *common, fast=True, mujoco_batch=False))
+    contenders += [SamplerContender("plain", *common, fast=False), SyncContender("sync", *common)]
     if not args.no_envpool:
         contenders.append(EnvpoolContender("envpool", *common))
     if any_batched(tasks):
@@ -375,7 +385,7 @@ def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
     for key, values in rates.items():
         print(f"{key:10s} {statistics.median(values['steps/s']):10,.0f} {statistics.median(values['steps/cpu-s']):12,.0f}")
     print("\nratio, median of per-round ratios [min, max]   steps/s                steps/cpu-s")
-    for subject in [k for k in ("fast", "batched") if k in rates]:
+    for subject in [k for k in ("sampler", "sampler-0", "batched") if k in rates]:
         for peer in [k for k in rates if k != subject]:
             cells = []
             for metric in ("steps/s", "steps/cpu-s"):

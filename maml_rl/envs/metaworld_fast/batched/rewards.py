@@ -24,8 +24,8 @@ _XZ = np.array([0, 2])
 @dataclass(frozen=True)
 class ObjectSpec:
     """One object of the observation: its position (the class's ``_get_pos_objects``), a body's ``xpos``
-    (``("body", name)``) or a site's (``("site", name)``), plus ``offset`` if any; and its quaternion, from
-    ``("geom", name)``: Markley's conversion of the geom's ``xmat``; ``("body", name)``: the body's ``xquat``;
+    (``("body", name)``), a site's (``("site", name)``) or a geom's (``("geom", name)``), plus ``offset`` if any; and its quaternion, from
+    ``("geom", name)`` or ``("site", name)``: Markley's conversion of the geom's or the site's ``xmat``; ``("body", name)``: the body's ``xquat``;
     or ``("zeros", "")``."""
 
     position: Tuple[str, str] = ("body", "obj")
@@ -41,6 +41,8 @@ class ClassSpec:
     outputs: Callable[[Any, np.ndarray, np.ndarray], Tuple[np.ndarray, Dict[str, np.ndarray]]]
     #: Attributes of each env its reward reads, set by its reset (``BatchedSawyer.values[name]``, one row each).
     env_values: Tuple[str, ...] = ()
+    #: The site whose ``xpos`` the class's ``_target_pos`` is a view of (so it moves at every step), if any.
+    target_site: Optional[str] = None
 
 
 def _reach_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
@@ -239,6 +241,173 @@ def _drawer_open_outputs(batch: Any, observations: np.ndarray, actions: np.ndarr
     return reward, infos
 
 
+def _door_open_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
+    """``SawyerDoorEnvV3.evaluate_state`` (v2 rewards): its static ``_reward_grab_effort`` (float32 from the
+    action, then a Python float) and ``_reward_pos`` as arrays."""
+    theta = batch.joint_qpos("doorjoint")
+    reward_grab = ((np.clip(actions[:, 3], -1, 1) + 1.0) / 2.0).astype(np.float64)
+    hand = observations[:, :3]
+    door = observations[:, 4:7] + np.array([-0.05, 0, 0])
+    threshold = 0.12
+    radius = norms(hand[:, :2] - door[:, :2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = np.where(radius <= threshold, 0.0, 0.04 * np.log(radius - threshold) + 0.4)
+    above_floor = np.where(hand[:, 2] >= floor, 1.0, long_tail(floor - hand[:, 2], 0.0, 0.01, floor / 2.0))
+    in_place = long_tail(norms(hand - door - np.array([0.05, 0.03, -0.01])), 0, threshold / 2.0, 0.5)
+    ready_to_open = hamacher(above_floor, in_place)
+    door_angle = -theta
+    opened = 0.2 * (theta < -np.pi / 90.0).astype(np.float64) + 0.8 * long_tail(
+        np.pi / 2.0 + np.pi / 6 - door_angle, 0, 0.5, np.pi / 3.0)
+    reward = 2.0 * hamacher(ready_to_open, reward_grab) + 8.0 * opened
+    success = np.abs(observations[:, 4] - batch.target[:, 0]) <= 0.08
+    reward = np.where(success, 10.0, reward)
+    infos = {"success": success.astype(np.float64), "near_object": ready_to_open,
+             "grasp_success": (reward_grab >= 0.5).astype(np.float64), "grasp_reward": reward_grab,
+             "in_place_reward": opened, "obj_to_target": np.zeros(len(reward)), "unscaled_reward": reward}
+    return reward, infos
+
+
+def _door_close_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
+    """``SawyerDoorCloseEnvV3.evaluate_state`` (v2 rewards): no action in the reward; its infos' own order."""
+    radius = 0.05
+    obj, target = observations[:, 4:7], batch.target
+    tcp_to_target = norms(batch.tcp_center() - target)
+    obj_to_target = norms(obj - target)
+    in_place = gaussian(obj_to_target, 0, radius, norms(batch.obj_init - target))
+    hand_margin = norms(batch.hand_init - obj) + 0.1
+    hand_in_place = gaussian(tcp_to_target, 0, 0.25 * radius, hand_margin)
+    reward = np.where(obj_to_target < radius, 10.0, 3 * hand_in_place + 6 * in_place)
+    n = len(reward)
+    infos = {"obj_to_target": obj_to_target, "in_place_reward": hand_in_place,
+             "success": (obj_to_target <= 0.08).astype(np.float64), "near_object": np.zeros(n),
+             "grasp_success": np.ones(n), "grasp_reward": np.ones(n), "unscaled_reward": reward}
+    return reward, infos
+
+
+def _lever_pull_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
+    """``SawyerLeverPullEnvV3.evaluate_state`` (v2 rewards): no action in the reward."""
+    gripper, lever = observations[:, :3], observations[:, 4:7]
+    scale = np.array([4.0, 1.0, 4.0])
+    offset = np.array([0.0, 0.055, 0.07])
+    lever_init = batch.values["_lever_pos_init"]
+    shoulder_to_lever = norms((gripper + offset - lever) * scale)
+    ready_to_lift = long_tail(shoulder_to_lever, 0, 0.02, norms((batch.init_tcp + offset - lever_init) * scale))
+    lever_error = np.abs(-batch.joint_qpos("LeverAxis") - np.pi / 2.0)
+    lever_engagement = long_tail(lever_error, 0, np.pi / 48.0, (np.pi / 2.0) - (np.pi / 12.0))
+    in_place = long_tail(norms(lever - batch.target), 0, 0.04, norms(lever_init - batch.target))
+    reward = 10.0 * hamacher(ready_to_lift, in_place)
+    infos = {"success": (lever_error <= np.pi / 24).astype(np.float64),
+             "near_object": (shoulder_to_lever < 0.03).astype(np.float64),
+             "grasp_success": (ready_to_lift > 0.9).astype(np.float64), "grasp_reward": ready_to_lift,
+             "in_place_reward": lever_engagement, "obj_to_target": shoulder_to_lever, "unscaled_reward": reward}
+    return reward, infos
+
+
+def _shelf_place_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
+    """``SawyerShelfPlaceEnvV3.evaluate_state`` (v2 rewards); the gripping rows and those whose
+    ``grasp_success`` needs the contacts by the env's own code, as for push."""
+    radius = 0.05
+    obj, tcp_opened, target = observations[:, 4:7], observations[:, 3], batch.target
+    tcp = batch.tcp_center()
+    obj_to_target = norms(obj - target)
+    tcp_to_obj = norms(obj - tcp)
+    in_place = long_tail(obj_to_target, 0, radius, norms(batch.obj_init - target))
+    object_grasped, rare = caging_reward(batch, actions, obj, tcp, obj_radius=0.02, pad_success_thresh=0.05,
+                                         xz_thresh=0.01, high_density=False)
+    reward = hamacher(object_grasped, in_place)
+    x, y, z = obj[:, 0], obj[:, 1], obj[:, 2]
+    near_shelf = (0.0 < z) & (z < 0.24) & (target[:, 0] - 0.15 < x) & (x < target[:, 0] + 0.15)
+    below = near_shelf & ((target[:, 1] - 3 * radius) < y) & (y < target[:, 1])
+    z_scaling = (0.24 - z) / 0.24
+    y_scaling = (y - (target[:, 1] - 3 * radius)) / (3 * radius)
+    bound_loss = hamacher(y_scaling, z_scaling)
+    in_place = np.where(below, np.clip(in_place - bound_loss, 0.0, 1.0), in_place)
+    in_place = np.where(near_shelf & (y > target[:, 1]), 0.0, in_place)
+    bonus = (tcp_to_obj < 0.025) & (tcp_opened > 0) & (z - 0.01 > batch.obj_init[:, 2])
+    reward = np.where(bonus, reward + (1.0 + 5.0 * in_place), reward)
+    reward = np.where(obj_to_target < radius, 10.0, reward)
+    lifted = (tcp_opened > 0) & (z - 0.02 > batch.obj_init[:, 2])
+    infos = _grasp_infos(obj_to_target <= 0.07, tcp_to_obj, object_grasped, in_place, obj_to_target, reward)
+    batch.evaluate_rows(np.flatnonzero(rare | lifted), observations, actions, reward, infos)
+    return reward, infos
+
+
+def _basketball_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
+    """``SawyerBasketballEnvV3.evaluate_state`` (v2 rewards); the gripping rows by the env's own code, as for
+    push. Its ``_target_pos`` is a view of the goal site's ``xpos`` (``ClassSpec.target_site``)."""
+    radius = batch.envs[0].TARGET_RADIUS
+    obj, tcp_opened = observations[:, 4:7], observations[:, 3]
+    target = batch.target.copy()
+    target[:, 2] = 0.3
+    scale = np.array([1.0, 1.0, 2.0])
+    target_to_obj = norms((obj - target) * scale)
+    in_place = long_tail(target_to_obj, 0, radius, norms((batch.obj_init - target) * scale))
+    tcp = batch.tcp_center()
+    tcp_to_obj = norms(obj - tcp)
+    object_grasped, rare = caging_reward(batch, actions, obj, tcp, obj_radius=0.025, pad_success_thresh=0.06,
+                                         xz_thresh=0.005, high_density=True)
+    holding = (tcp_to_obj < 0.035) & (tcp_opened > 0) & (obj[:, 2] - 0.01 > batch.obj_init[:, 2])
+    object_grasped = np.where(holding, 1.0, object_grasped)
+    reward = hamacher(object_grasped, in_place)
+    reward = np.where(holding, reward + (1.0 + 5.0 * in_place), reward)
+    reward = np.where(target_to_obj < radius, 10.0, reward)
+    infos = {"success": (target_to_obj <= radius).astype(np.float64),
+             "near_object": (tcp_to_obj <= 0.05).astype(np.float64),
+             "grasp_success": ((tcp_opened > 0) & (obj[:, 2] - 0.03 > batch.obj_init[:, 2])).astype(np.float64),
+             "grasp_reward": object_grasped, "in_place_reward": in_place, "obj_to_target": target_to_obj,
+             "unscaled_reward": reward}
+    batch.evaluate_rows(np.flatnonzero(rare), observations, actions, reward, infos)
+    return reward, infos
+
+
+def _rect_prism(curr: np.ndarray, zero: np.ndarray, one: np.ndarray) -> np.ndarray:
+    """``reward_utils.rect_prism_tolerance(curr_i, zero_i, one_i)`` of each row."""
+    inside = np.ones(len(curr), dtype=np.bool_)
+    for k in range(3):
+        a, b, c = curr[:, k], zero[:, k], one[:, k]
+        inside &= np.where(c >= b, (b <= a) & (a <= c), (c <= a) & (a <= b))
+    diff = one - zero
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scales = (curr[:, 0] - zero[:, 0]) / diff[:, 0] * ((curr[:, 1] - zero[:, 1]) / diff[:, 1]) \
+            * ((curr[:, 2] - zero[:, 2]) / diff[:, 2])
+    return np.where(inside, scales, 1.0)
+
+
+def _peg_insert_side_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
+    """``SawyerPegInsertionSideEnvV3.evaluate_state`` (v2 rewards); the gripping rows by the env's own code."""
+    radius = batch.envs[0].TARGET_RADIUS
+    obj, tcp_opened, target = observations[:, 4:7], observations[:, 3], batch.target
+    sites = batch.site_xpos
+    obj_head = sites[:, batch.model.site("pegHead").id]
+    tcp = batch.tcp_center()
+    tcp_to_obj = norms(obj - tcp)
+    scale = np.array([1.0, 2.0, 2.0])
+    obj_to_target = norms((obj_head - target) * scale)
+    in_place = long_tail(obj_to_target, 0, radius, norms((batch.values["peg_head_pos_init"] - target) * scale))
+    corners = [sites[:, batch.model.site(name).id] for name in (
+        "bottom_right_corner_collision_box_1", "top_left_corner_collision_box_1",
+        "bottom_right_corner_collision_box_2", "top_left_corner_collision_box_2")]
+    box_1 = _rect_prism(obj_head, zero=corners[0], one=corners[1])
+    box_2 = _rect_prism(obj_head, zero=corners[2], one=corners[3])
+    in_place = hamacher(in_place, hamacher(box_2, box_1))
+    object_grasped, rare = caging_reward(batch, actions, obj, tcp, obj_radius=0.0075, pad_success_thresh=0.03,
+                                         xz_thresh=0.005, high_density=True)
+    lifted = (tcp_opened > 0) & (obj[:, 2] - 0.01 > batch.obj_init[:, 2])
+    holding = (tcp_to_obj < 0.08) & lifted
+    object_grasped = np.where(holding, 1.0, object_grasped)
+    reward = hamacher(object_grasped, in_place)
+    reward = np.where(holding, reward + (1.0 + 5 * in_place), reward)
+    reward = np.where(obj_to_target <= 0.07, 10.0, reward)
+    infos = {"success": (obj_to_target <= 0.07).astype(np.float64),
+             "near_object": (tcp_to_obj <= 0.03).astype(np.float64),
+             "grasp_success": ((tcp_to_obj < 0.02) & lifted).astype(np.float64), "grasp_reward": object_grasped,
+             "in_place_reward": in_place, "obj_to_target": obj_to_target, "unscaled_reward": reward}
+    batch.evaluate_rows(np.flatnonzero(rare), observations, actions, reward, infos)
+    return reward, infos
+
+
+_HANDLE = ObjectSpec(("geom", "handle"), None, ("geom", "handle"))
+
 #: Meta-World class name -> how to batch it.
 SPECS: Dict[str, ClassSpec] = {
     "SawyerReachEnvV3": ClassSpec((ObjectSpec(),), _reach_outputs),
@@ -253,6 +422,15 @@ SPECS: Dict[str, ClassSpec] = {
         (ObjectSpec(("body", "drawer_link"), (0.0, -0.16, 0.0), ("body", "drawer_link")),), _drawer_open_outputs),
     "SawyerWindowOpenEnvV3": ClassSpec((ObjectSpec(("site", "handleOpenStart"), None, ("zeros", "")),),
                                        _window_open_outputs, env_values=("window_handle_pos_init",)),
+    "SawyerDoorEnvV3": ClassSpec((_HANDLE,), _door_open_outputs),
+    "SawyerDoorCloseEnvV3": ClassSpec((_HANDLE,), _door_close_outputs),
+    "SawyerLeverPullEnvV3": ClassSpec((ObjectSpec(("site", "leverStart"), None, ("geom", "objGeom")),),
+                                      _lever_pull_outputs, env_values=("_lever_pos_init",)),
+    "SawyerShelfPlaceEnvV3": ClassSpec((ObjectSpec(),), _shelf_place_outputs),
+    "SawyerPegInsertionSideEnvV3": ClassSpec((ObjectSpec(("site", "pegGrasp"), None, ("site", "pegGrasp")),),
+                                             _peg_insert_side_outputs, env_values=("peg_head_pos_init",)),
+    "SawyerBasketballEnvV3": ClassSpec((ObjectSpec(("body", "bsktball"), None, ("body", "bsktball")),),
+                                       _basketball_outputs, target_site="goal"),
 }
 
 

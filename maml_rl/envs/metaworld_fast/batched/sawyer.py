@@ -76,7 +76,9 @@ class BatchedSawyer:
             if rows[0].size:
                 self.state[name] = rows
         self.xpos, self.site_xpos = self.batch.bind("xpos"), self.batch.bind("site_xpos")
-        self.geom_xmat = self.batch.bind("geom_xmat")
+        self.geom_xpos, self.geom_xmat = self.batch.bind("geom_xpos"), self.batch.bind("geom_xmat")
+        self.site_xmat = self.batch.bind("site_xmat")
+        self.model = model
         body, site, geom = (lambda k: model.body(k).id), (lambda k: model.site(k).id), (lambda k: model.geom(k).id)
         self.hand, self.right_claw, self.left_claw = body("hand"), body("rightclaw"), body("leftclaw")
         self.right_effector, self.left_effector = site("rightEndEffector"), site("leftEndEffector")
@@ -87,6 +89,7 @@ class BatchedSawyer:
                          None if o.offset is None else np.array(o.offset), o.quat[0], ids[o.quat[0]](o.quat[1]))
                         for o in self.spec.objects]
         self.xquat = self.batch.bind("xquat")
+        self.target_site = None if self.spec.target_site is None else site(self.spec.target_site)
         # The model fields Meta-World's resets move (a drawer's, a button box's body; a goal site), per env.
         self.model_rows = {name: self.batch.expand(name) for name in _RESET_MODEL}
         self.frame_skip = int(first.frame_skip)
@@ -161,6 +164,10 @@ class BatchedSawyer:
             for key, value in info.items():
                 infos[key][i] = value
 
+    def joint_qpos(self, name: str) -> np.ndarray:
+        """``data.joint(name).qpos.item()`` of every env (a hinge or slide joint's one coordinate)."""
+        return self.state["qpos"][:, self.model.jnt_qposadr[self.model.joint(name).id]]
+
     def tcp_center(self) -> np.ndarray:
         """``SawyerXYZEnv.tcp_center`` of every env."""
         return (self.site_xpos[:, self.right_effector] + self.site_xpos[:, self.left_effector]) / 2.0
@@ -190,6 +197,8 @@ class BatchedSawyer:
         # outputs are not read by the observation or the reward).
         self.batch.step(None, nstep=self.frame_skip, stage=mujoco.mjtStage.mjSTAGE_ACC)
         self.path_length += 1
+        if self.target_site is not None:  # the env's _target_pos is a view of the site's xpos
+            self.target = self.site_xpos[:, self.target_site].copy()
         current = self._current_observations()
         goal = np.where(self.goal_visible[:, None], self.target, 0.0)
         observations = np.concatenate((current, self.prev_obs, goal), axis=1)
@@ -208,10 +217,12 @@ class BatchedSawyer:
         current[:, 3] = np.clip(gripper, 0.0, 1.0)
         column = 4
         for where, index, offset, kind, source in self.objects:
-            position = (self.xpos if where == "body" else self.site_xpos)[:, index]
+            position = {"body": self.xpos, "site": self.site_xpos, "geom": self.geom_xpos}[where][:, index]
             current[:, column:column + 3] = position if offset is None else position + offset
             if kind == "geom":
                 current[:, column + 3:column + 7] = quats_from_matrices(self.geom_xmat[:, source])
+            elif kind == "site":
+                current[:, column + 3:column + 7] = quats_from_matrices(self.site_xmat[:, source])
             elif kind == "body":
                 current[:, column + 3:column + 7] = self.xquat[:, source]
             column += 7

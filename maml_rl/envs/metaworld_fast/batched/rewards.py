@@ -9,6 +9,7 @@ with the action; where ``grasp_success`` needs the contacts.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -43,6 +44,8 @@ class ClassSpec:
     env_values: Tuple[str, ...] = ()
     #: The site whose ``xpos`` the class's ``_target_pos`` is a view of (so it moves at every step), if any.
     target_site: Optional[str] = None
+    #: Whether its outputs read contacts (``BatchedSawyer.touching``: the batch then keeps whole MjData).
+    contacts: bool = False
 
 
 def _reach_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
@@ -406,6 +409,48 @@ def _peg_insert_side_outputs(batch: Any, observations: np.ndarray, actions: np.n
     return reward, infos
 
 
+def _sweep_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *, grip_margin: float,
+                   xz_margin: float, goal_at_object_height: bool):
+    """``SawyerSweepEnvV3`` and ``SawyerSweepIntoGoalEnvV3``'s ``evaluate_state`` (v2 rewards): their own
+    ``_gripper_caging_reward`` (no action in it), and ``grasp_success`` from the contacts where the gripper
+    is open (``BatchedSawyer.touching``); rows where the xz margin is negative (Meta-World's ValueError)
+    by the env's own code."""
+    radius, obj_radius, pad_margin = 0.05, batch.envs[0].OBJ_RADIUS, 0.05
+    obj, tcp_opened = observations[:, 4:7], observations[:, 3]
+    target = batch.target.copy()
+    if goal_at_object_height:
+        target[:, 2] = obj[:, 2]
+    tcp = batch.tcp_center()
+    obj_to_target = norms(obj - target)
+    tcp_to_obj = norms(obj - tcp)
+    in_place = long_tail(obj_to_target, 0, radius, norms(batch.obj_init - target))
+    # _gripper_caging_reward; init_left_pad and init_right_pad are views of the pads' xpos (see pick-place).
+    left_pad, right_pad = batch.xpos[:, batch.left_pad, 1], batch.xpos[:, batch.right_pad, 1]
+    left_delta, right_delta = left_pad - obj[:, 1], obj[:, 1] - right_pad
+    right_margin = np.abs(np.abs(obj[:, 1] - right_pad) - pad_margin)
+    left_margin = np.abs(np.abs(obj[:, 1] - left_pad) - pad_margin)
+    y_caging = hamacher(long_tail(right_delta, obj_radius, pad_margin, right_margin),
+                        long_tail(left_delta, obj_radius, pad_margin, left_margin))
+    grip_success_margin = obj_radius + grip_margin
+    y_gripping = hamacher(long_tail(right_delta, obj_radius, grip_success_margin, right_margin),
+                          long_tail(left_delta, obj_radius, grip_success_margin, left_margin))
+    caging_xz_margin = norms(xz(batch.obj_init) - xz(batch.init_tcp)) - xz_margin
+    x_z_caging = long_tail(norms(xz(tcp) - xz(obj)), 0, xz_margin, caging_xz_margin)
+    caging = hamacher(y_caging, x_z_caging)
+    object_grasped = (caging + np.where(caging > 0.95, y_gripping, 0.0)) / 2
+    reward = (2 * object_grasped) + (6 * hamacher(object_grasped, in_place))
+    reward = np.where(obj_to_target < radius, 10.0, reward)
+    opened = np.flatnonzero(tcp_opened > 0)
+    grasp_success = np.zeros(len(reward))
+    grasp_success[opened] = batch.touching(opened, "objGeom")
+    infos = {"success": (obj_to_target <= radius).astype(np.float64),
+             "near_object": (tcp_to_obj <= 0.03).astype(np.float64), "grasp_reward": object_grasped,
+             "grasp_success": grasp_success, "in_place_reward": in_place, "obj_to_target": obj_to_target,
+             "unscaled_reward": reward}
+    batch.evaluate_rows(np.flatnonzero(caging_xz_margin < 0), observations, actions, reward, infos)
+    return reward, infos
+
+
 _HANDLE = ObjectSpec(("geom", "handle"), None, ("geom", "handle"))
 
 #: Meta-World class name -> how to batch it.
@@ -427,6 +472,10 @@ SPECS: Dict[str, ClassSpec] = {
     "SawyerLeverPullEnvV3": ClassSpec((ObjectSpec(("site", "leverStart"), None, ("geom", "objGeom")),),
                                       _lever_pull_outputs, env_values=("_lever_pos_init",)),
     "SawyerShelfPlaceEnvV3": ClassSpec((ObjectSpec(),), _shelf_place_outputs),
+    "SawyerSweepEnvV3": ClassSpec((ObjectSpec(quat=("body", "obj")),), functools.partial(
+        _sweep_outputs, grip_margin=0.01, xz_margin=0.005, goal_at_object_height=False), contacts=True),
+    "SawyerSweepIntoGoalEnvV3": ClassSpec((ObjectSpec(),), functools.partial(
+        _sweep_outputs, grip_margin=0.005, xz_margin=0.01, goal_at_object_height=True), contacts=True),
     "SawyerPegInsertionSideEnvV3": ClassSpec((ObjectSpec(("site", "pegGrasp"), None, ("site", "pegGrasp")),),
                                              _peg_insert_side_outputs, env_values=("peg_head_pos_init",)),
     "SawyerBasketballEnvV3": ClassSpec((ObjectSpec(("body", "bsktball"), None, ("body", "bsktball")),),

@@ -153,14 +153,16 @@ def test_a_group_stepped_in_part_steps_those_envs_alone():
 
 
 def test_groups_follow_the_classes_and_a_group_of_the_same_envs_keeps_its_batch():
-    envs = [MetaWorldEnv("ML10") for _ in range(4)]
-    tasks = {task["env_name"]: task for task in envs[0].all_tasks()}
+    envs = [MetaWorldEnv("ML1", "reach-v3"), MetaWorldEnv("ML1", "hammer-v3"), MetaWorldEnv("ML1", "reach-v3"),
+            MetaWorldEnv("ML10")]
+    tasks = {task["env_name"]: task for task in envs[3].all_tasks()}
+    for env in envs[:3]:
+        env.reset_task(env.all_tasks()[0])
+    envs[3].reset_task(tasks["push-v3"])
     stepper = MetaWorldStepper(envs)
-    for env, name in zip(envs, ["reach-v3", "door-open-v3", "reach-v3", "push-v3"]):
-        env.reset_task(tasks[name])
     stepper.assign(4)
     groups = {type(sawyer.envs[0]).__name__: rows.tolist() for rows, sawyer in stepper.groups}
-    assert groups == {"SawyerReachEnvV3": [0, 2], "SawyerPushEnvV3": [3]}  # door-open: not batched, alone
+    assert groups == {"SawyerReachEnvV3": [0, 2], "SawyerPushEnvV3": [3]}  # hammer: not batched, alone
     for i in range(4):
         stepper.before_reset(i)
         envs[i].reset()

@@ -177,3 +177,5 @@ def test_quaternions_as_arrays_equal_the_scalar_conversion():
     matrices = np.array(matrices)
     expected = np.array([quat_from_matrix(np.ascontiguousarray(m)) for m in matrices])
     assert quats_from_matrices(matrices).tobytes() == expected.tobytes()
+    for n in (1, 16, 17):  # row by row up to 16, as arrays above
+        assert quats_from_matrices(matrices[-n:]).tobytes() == expected[-n:].tobytes()

@@ -81,15 +81,22 @@ def quat_from_matrix(matrix) -> np.ndarray:
     return _markley(m)
 
 
+# Up to this many matrices, quat_from_matrix row by row is faster (~7 us a row) than the arrays' ~60 NumPy
+# calls (~150 us a call, measured on 2 cores).
+_ROW_BY_ROW = 16
+
+
 def quats_from_matrices(matrices: np.ndarray) -> np.ndarray:
     """:func:`quat_from_matrix` of each (3, 3) float64 matrix of ``matrices`` (n, 9) or (n, 3, 3): Markley's
     method as arrays, with the same float operations in the same order as the Python floats of
     :func:`_markley` (elementwise NumPy float64 arithmetic rounds as Python's); a matrix that is not clearly
-    orthogonal goes to SciPy, one by one."""
+    orthogonal goes to SciPy, one by one. A few matrices go through :func:`quat_from_matrix` one by one."""
     m = np.ascontiguousarray(matrices, dtype=np.float64).reshape(-1, 9)
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
     if not EXACT:
         return np.array([_scipy_quat(row.reshape(3, 3)) for row in m]).reshape(-1, 4)
+    if len(m) <= _ROW_BY_ROW:
+        return np.array([quat_from_matrix(row.reshape(3, 3)) for row in m]).reshape(-1, 4)
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
     trace = m00 + m11 + m22
     # The first largest of m00, m11, m22, trace (strict comparisons, as _markley's).
     choice = np.zeros(len(m), dtype=np.int64)

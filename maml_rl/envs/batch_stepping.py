@@ -70,3 +70,10 @@ class BatchSteppedEnv(ABC):
     @abstractmethod
     def batch_stepper(self, envs: Sequence[Any], nthread: int) -> BatchStepper:
         """A stepper over ``envs`` (unwrapped copies of this env), its physics on ``nthread`` threads."""
+
+    def batch_in_process(self) -> bool:
+        """Whether the stepper runs best in the sampler's own process, all slots in one stepper with
+        ``nthread`` threads (the default layout, as for the MuJoCo fast path), rather than one worker process
+        per CPU, each stepping its share of the slots on one thread (worth it where the stepper leaves much
+        Python per env: one process runs it on one core)."""
+        return True

@@ -21,8 +21,9 @@ from maml_rl.envs import make_env
 from maml_rl.envs import metaworld as metaworld_env
 from maml_rl.envs.metaworld import MetaWorldEnv
 from maml_rl.envs.metaworld_fast.batched import BatchedSawyer, mujoco_batch
-from maml_rl.envs.metaworld_fast.batched.stepper import MetaWorldStepper
+from maml_rl.envs.metaworld_fast.batched.stepper import MIN_GROUP, MetaWorldStepper
 from maml_rl.samplers import MultiTaskSampler
+from maml_rl.samplers.workers.processes import usable_cpus
 from maml_rl.samplers.workers.stepper_child_env import StepperChildEnv
 
 from helpers.naive_sampler import ElementwisePolicy
@@ -48,8 +49,9 @@ class ScriptedPolicy(torch.nn.Module):
         return Independent(Normal(loc, self.log_scale.exp().expand_as(loc)), 1)
 
 
-def sample(env_id, policy, *, fast, calls=2, tasks=3, batch_size=2, steps=30, trials=None, **kwargs):
-    """Each call's tasks and batches, and whether the fast path ran."""
+def sample(env_id, policy, *, fast, calls=2, tasks=3, batch_size=2, steps=30, trials=None, batched=None, **kwargs):
+    """Each call's batches. In this process (``num_workers=0``) with ``fast``, ``batched`` says whether the
+    last call stepped some class's slots as one batch (so a case cannot pass without the batches)."""
     env_fn = make_env(env_id, max_episode_steps=steps)
     out = []
     with MultiTaskSampler(None, None, batch_size, policy, None, env_fn=env_fn, seed=7, mujoco_batch=fast,
@@ -63,6 +65,8 @@ def sample(env_id, policy, *, fast, calls=2, tasks=3, batch_size=2, steps=30, tr
                 out.append(sampler.rollout_trials(chosen, trials))
         if sampler.num_workers == 0:
             assert isinstance(sampler._backend.pool.child, StepperChildEnv) is fast
+            if fast and batched is not None:
+                assert bool(sampler_groups(sampler)) is batched, sampler_groups(sampler)
     return out
 
 
@@ -78,15 +82,18 @@ def assert_same(fast, slow):
 
 
 @pytest.mark.parametrize("env_id, steps, tasks, batch_size, num_workers, partial", [
-    ("MetaWorld-ML10-v3", 30, 6, 2, 0, False),             # batched and other classes in one call
+    ("MetaWorld-ML10-v3", 30, 6, 3, 0, False),             # batched groups and single slots in one call
+    ("MetaWorld-ML1-pick-place-v3", 1, 1, 3, 0, False),    # horizon 1, one batched group
     ("MetaWorld-ML1-pick-place-v3", 1, 1, 1, 0, False),    # one task, one episode, horizon 1
     pytest.param("MetaWorld-ML10-v3", 40, 8, 3, 2, True, marks=pytest.mark.slow),
     pytest.param("MetaWorld-ML1-reach-v3", 60, 4, 5, 2, False, marks=pytest.mark.slow),
-], ids=["ml10-in-process", "horizon-1", "ml10-2-workers-partial", "ml1-reach-2-workers"])
+], ids=["ml10-in-process", "horizon-1", "one-episode-horizon-1", "ml10-2-workers-partial", "ml1-reach-2-workers"])
 def test_episodes_equal_the_per_env_path(env_id, steps, tasks, batch_size, num_workers, partial):
     policy = ElementwisePolicy(4, discrete=False)
     kwargs = dict(steps=steps, tasks=tasks, batch_size=batch_size, num_workers=num_workers, partial=partial)
-    assert_same(sample(env_id, policy, fast=True, **kwargs), sample(env_id, policy, fast=False, **kwargs))
+    batched = batch_size >= MIN_GROUP if num_workers == 0 else None
+    assert_same(sample(env_id, policy, fast=True, batched=batched, **kwargs),
+                sample(env_id, policy, fast=False, **kwargs))
 
 
 def test_episodes_that_succeed_equal_the_per_env_path(monkeypatch):
@@ -101,7 +108,7 @@ def test_episodes_that_succeed_equal_the_per_env_path(monkeypatch):
     monkeypatch.setattr(metaworld_env, "_metaworld_task", visible)  # in this process: num_workers=0
     policy = ScriptedPolicy("push-v3")
     kwargs = dict(steps=120, tasks=2, batch_size=2, num_workers=0, calls=1)
-    successes = assert_same(sample("MetaWorld-ML1-push-v3", policy, fast=True, **kwargs),
+    successes = assert_same(sample("MetaWorld-ML1-push-v3", policy, fast=True, batched=True, **kwargs),
                             sample("MetaWorld-ML1-push-v3", policy, fast=False, **kwargs))
     assert successes > 0
 
@@ -111,8 +118,8 @@ def test_trials_across_metaworlds_own_truncation_equal_the_per_env_path():
     """No TimeLimit: Meta-World truncates at 500 steps itself, and the trial's second episode starts from
     the env's own reset after 500 batched steps."""
     policy = ElementwisePolicy(4, discrete=False)
-    kwargs = dict(steps=None, tasks=2, batch_size=1, num_workers=0, calls=1, trials=2)
-    fast = sample("MetaWorld-ML1-reach-v3", policy, fast=True, **kwargs)
+    kwargs = dict(steps=None, tasks=3, batch_size=1, num_workers=0, calls=1, trials=2)
+    fast = sample("MetaWorld-ML1-reach-v3", policy, fast=True, batched=True, **kwargs)
     slow = sample("MetaWorld-ML1-reach-v3", policy, fast=False, **kwargs)
     for got, want in zip(fast[0], slow[0], strict=True):
         assert got.observations.shape[0] == 1000
@@ -159,7 +166,7 @@ def test_groups_follow_the_classes_and_a_group_of_the_same_envs_keeps_its_batch(
     for env in envs[:3]:
         env.reset_task(env.all_tasks()[0])
     envs[3].reset_task(tasks["push-v3"])
-    stepper = MetaWorldStepper(envs)
+    stepper = MetaWorldStepper(envs, min_group=1)
     stepper.assign(4)
     groups = {type(sawyer.envs[0]).__name__: rows.tolist() for rows, sawyer in stepper.groups}
     assert groups == {"SawyerReachEnvV3": [0, 2], "SawyerPushEnvV3": [3]}  # hammer: not batched, alone
@@ -176,6 +183,28 @@ def test_groups_follow_the_classes_and_a_group_of_the_same_envs_keeps_its_batch(
     envs[3].reset_task(tasks["reach-v3"])
     stepper.assign(4)
     assert [rows.tolist() for rows, _ in stepper.groups] == [[0, 2, 3]]
+
+
+def test_classes_with_few_slots_step_one_env_at_a_time():
+    envs = envs_with_tasks("reach-v3", 3, [0, 1, 2])
+    stepper = MetaWorldStepper(envs)
+    stepper.assign(2)  # two reach slots: fewer than MIN_GROUP
+    assert MIN_GROUP == 3 and stepper.groups == []
+    stepper.assign(3)
+    assert [rows.tolist() for rows, _ in stepper.groups] == [[0, 1, 2]]
+
+
+def sampler_groups(sampler):
+    """The class groups of the in-process sampler's stepper: {class name: rows}."""
+    stepper = sampler._backend.pool.child.stepper
+    return {type(sawyer.envs[0]).__name__: rows.tolist() for rows, sawyer in stepper.groups}
+
+
+def test_ml1_steps_in_this_process_and_ml10_in_worker_processes_by_default():
+    policy = ElementwisePolicy(4, discrete=False)
+    for env_id, workers in (("MetaWorld-ML1-push-v3", 0), ("MetaWorld-ML10-v3", usable_cpus() if usable_cpus() > 1 else 0)):
+        with MultiTaskSampler(None, None, 1, policy, None, env_fn=make_env(env_id, max_episode_steps=5)) as sampler:
+            assert sampler.mujoco_batch and sampler.num_workers == workers, env_id
 
 
 @pytest.mark.parametrize("kwargs, reason", [({"fast": False}, "fast=False steps Meta-World's own classes"),

@@ -62,24 +62,30 @@ class ExecutionSettings:
     ray: Optional[RayOptions] = None
     #: Seconds a worker process may take over one command (``None``: forever; ``workers.pools.ChildEnvPool``).
     step_timeout: Optional[float] = None
+    #: Whether the fast path runs best in this process (``BatchSteppedEnv.batch_in_process``; MuJoCo: yes).
+    fast_in_process: bool = True
 
     def for_env(self, env: gym.Env, env_name: str, info_keys) -> "ExecutionSettings":
         """These settings with the fast path decided for ``env`` (``ValueError``
         if it was required and cannot be used)."""
-        return replace(self, fast_path=_fast_path(env, env_name, self.fast_path, info_keys))
+        fast_path = _fast_path(env, env_name, self.fast_path, info_keys)
+        unwrapped = env.unwrapped
+        in_process = not isinstance(unwrapped, BatchSteppedEnv) or unwrapped.batch_in_process()
+        return replace(self, fast_path=fast_path, fast_in_process=in_process)
 
     def layout(self, cpus: int) -> Layout:
         """Workers and fast-path threads on ``cpus`` CPUs.
 
         By default the fast path runs its ``Batch`` threads in this process
         (measured faster than as many worker processes, at 40 and at 800
-        slots: ``benchmarks/sampler_throughput.py``), and so does everything
-        on one CPU (a worker process would add round trips and no CPU);
-        otherwise one worker process per CPU.
+        slots: ``benchmarks/sampler_throughput.py``), unless the env's own
+        stepper says it runs best in worker processes (Meta-World's mixes of
+        classes), and so does everything on one CPU (a worker process would
+        add round trips and no CPU); otherwise one worker process per CPU.
         """
         num_workers = self.num_workers
         if num_workers is None:
-            num_workers = 0 if self.fast_path or cpus == 1 else cpus
+            num_workers = 0 if (self.fast_path and self.fast_in_process) or cpus == 1 else cpus
         if not self.fast_path:
             return Layout(num_workers, None)
         threads = self.batch_threads

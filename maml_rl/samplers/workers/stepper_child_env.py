@@ -43,16 +43,15 @@ class StepperChildEnv(ChildEnv):
         self.stepper.assign(len(tasks))
 
     def reset(self, seeds: Sequence[int]) -> None:
+        # Per env: the step its episode started at (for the env's own time limit), set by _reset_slot.
+        self.episode_start = np.zeros(len(seeds), dtype=np.int64)
         super().reset(seeds)
-        # Per env: the step its episode started at (for the env's own time limit).
-        self.episode_start = np.zeros(len(self.trial_seeds), dtype=np.int64)
 
     def _reset_slot(self, i: int, slot: int, seed: int, row: int) -> None:
         self.stepper.before_reset(i)
         super()._reset_slot(i, slot, seed, row)
         self.stepper.after_reset(i)
-        if len(self.episode_start) > i:
-            self.episode_start[i] = row
+        self.episode_start[i] = row
 
     def step(self, t: int) -> None:
         b = self.buffers

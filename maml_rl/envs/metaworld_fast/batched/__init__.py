@@ -1,4 +1,5 @@
-"""Meta-World envs of one task class stepped together, with Meta-World's bits (``sawyer.py``)."""
+"""Meta-World envs of one task class stepped together, with Meta-World's bits (``sawyer.py``); the sampler's
+stepper over a worker's slots (``stepper.py``, imported where used)."""
 
 from .arrays import gaussian, hamacher, long_tail, norms, xz
 from .rewards import SPECS, ClassSpec, batched_spec

@@ -13,8 +13,8 @@ Resets stay each env's own: before one, the env's ``MjData`` and step counters a
 simulation's state (so ``env.reset()`` runs exactly as after Meta-World's own steps); after it,
 :meth:`BatchedSawyer.load` copies the whole integration state (warm start and mocap included) back.
 
-Only the classes in ``SPECS`` are batched; the others keep the per-env fast path. Not yet used by the
-sampler: this is the stepping core, measured by ``benchmarks/metaworld_throughput.py``.
+Only the classes in ``SPECS`` are batched; the others keep the per-env fast path. The sampler's workers
+use it through ``stepper.MetaWorldStepper`` (``MetaWorldEnv.batch_stepper``).
 """
 
 from __future__ import annotations

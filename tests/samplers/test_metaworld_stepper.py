@@ -202,7 +202,8 @@ def sampler_groups(sampler):
 
 def test_ml1_steps_in_this_process_and_ml10_in_worker_processes_by_default():
     policy = ElementwisePolicy(4, discrete=False)
-    for env_id, workers in (("MetaWorld-ML1-push-v3", 0), ("MetaWorld-ML10-v3", usable_cpus() if usable_cpus() > 1 else 0)):
+    processes = usable_cpus() if usable_cpus() > 1 else 0  # one CPU: this process, whatever the env
+    for env_id, workers in (("MetaWorld-ML1-push-v3", 0), ("MetaWorld-ML10-v3", processes)):
         with MultiTaskSampler(None, None, 1, policy, None, env_fn=make_env(env_id, max_episode_steps=5)) as sampler:
             assert sampler.mujoco_batch and sampler.num_workers == workers, env_id
 

@@ -3,8 +3,9 @@
 A worker's slots hold ``MetaWorldEnv``s, each with its current task class's env. :class:`MetaWorldStepper`
 groups the slots by class at every ``assign`` and steps each group of a batched class (``rewards.SPECS``)
 with one :class:`BatchedSawyer`; the slots of other classes, and of a class with fewer than
-:data:`MIN_GROUP` slots in the worker, step one env at a time, through their own ``step``. So do a group's slots on a step where only some of them run (an episode that ended early in
-``partial`` sampling): a ``BatchedSawyer`` advances all its simulations or none.
+:data:`MIN_GROUP` slots in the worker, step one env at a time, through their own ``step``. So do a group's
+slots on a step where only some of them run (an episode that ended early in ``partial`` sampling): a
+``BatchedSawyer`` advances all its simulations or none.
 """
 
 from __future__ import annotations
@@ -114,5 +115,6 @@ def _info(info: Dict[str, Any], key: str) -> Any:
     try:
         return info[key]
     except KeyError:
-        raise ValueError(f"Meta-World's step info has no {key!r} (its keys: {sorted(info)}); the sampler carries "
-                         "info_keys=..., which need a value under each key at every step: pass keys it returns") from None
+        raise ValueError(f"Meta-World's step info has no {key!r} (its keys: {sorted(info)}); the sampler "
+                         "carries info_keys=..., which need a value under each key at every step: pass keys it "
+                         "returns") from None

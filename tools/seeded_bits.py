@@ -54,7 +54,7 @@ RUNS = {
                                     ["--num-workers", "2", "--set", "meta-batch-size=3", "--set", "fast-batch-size=2",
                                      "--set", "env-kwargs.max_episode_steps=20"]),
     "maml-ml10-tiny": ("configs/maml/metaworld/ml10.yaml",
-                       ["--num-workers", "0", "--set", "meta-batch-size=6", "--set", "fast-batch-size=2",
+                       ["--num-workers", "0", "--set", "meta-batch-size=6", "--set", "fast-batch-size=3",
                         "--set", "env-kwargs.max_episode_steps=20"]),
     "pearl-nav-tiny-2workers": ("configs/pearl/2d-navigation.yaml",
                                 ["--num-workers", "2", "--set", "hidden-sizes=[32,32]",

@@ -208,7 +208,7 @@ def test_a_wrapper_the_fast_path_would_skip_means_the_per_env_path(caplog):
     assert len(messages) == 1 and "ClipReward" in messages[0] and "one env at a time" in messages[0]
     with pytest.raises(ValueError, match="ClipReward"):
         MultiTaskSampler(None, None, 2, policy, None, env_fn=clipped, num_workers=0, mujoco_batch=True)
-    with pytest.raises(ValueError, match="does not implement .*VectorisedMujocoEnv"):
+    with pytest.raises(ValueError, match="implements neither .*VectorisedMujocoEnv nor .*BatchSteppedEnv"):
         MultiTaskSampler("2DNavigation-v0", {}, 2, ElementwisePolicy(2, False), None, mujoco_batch=True)
     with pytest.raises(ValueError, match="mujoco_batch must be"):
         MultiTaskSampler("2DNavigation-v0", {}, 2, ElementwisePolicy(2, False), None, mujoco_batch="yes")

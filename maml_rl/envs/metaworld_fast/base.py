@@ -32,7 +32,7 @@ from metaworld.utils.reward_utils import hamacher_product
 from maml_rl.envs.metaworld_fast.numpy_norm import norm as _norm
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 
-__all__ = ["FAST_METHODS", "simulates_directly"]
+__all__ = ["FAST_METHODS", "pads_touch", "simulates_directly"]
 
 # np.clip(a, lo, hi, **kw) is this ufunc behind three Python calls.
 _clip = getattr(getattr(np, "_core", None), "umath", None)
@@ -152,18 +152,21 @@ def _get_obs(self):
 
 # -- contacts and the grasp reward ------------------------------------------------
 
-def touching_object(self, object_geom_id):
-    leftpad = _geom_id(self, "leftpad_geom")
-    rightpad = _geom_id(self, "rightpad_geom")
-    contact = self.data.contact
+def pads_touch(data, object_geom_id: int, leftpad: int, rightpad: int) -> bool:
+    """Meta-World's ``touching_object`` of ``data``'s contacts: both pads push on the object."""
+    contact = data.contact
     geom1, geom2 = contact.geom1, contact.geom2
     on_object = (geom1 == object_geom_id) | (geom2 == object_geom_id)
     address = contact.efc_address
-    force = self.data.efc_force
+    force = data.efc_force
     # sum() from 0 over the contacts in order, as Meta-World's generator does.
     left = sum(force[address[on_object & ((geom1 == leftpad) | (geom2 == leftpad))]])
     right = sum(force[address[on_object & ((geom1 == rightpad) | (geom2 == rightpad))]])
     return 0 < left and 0 < right
+
+
+def touching_object(self, object_geom_id):
+    return pads_touch(self.data, object_geom_id, _geom_id(self, "leftpad_geom"), _geom_id(self, "rightpad_geom"))
 
 
 def _touching_main_object(self):

@@ -24,6 +24,7 @@ from typing import Any, Dict, Sequence, Tuple
 import mujoco
 import numpy as np
 
+from maml_rl.envs.metaworld_fast.base import pads_touch
 from maml_rl.envs.metaworld_fast.rotation import quats_from_matrices
 
 from .arrays import norms
@@ -174,14 +175,7 @@ class BatchedSawyer:
         out = np.zeros(len(rows), dtype=np.bool_)
         for k, i in enumerate(rows):
             self.batch.get_data(int(i), data)
-            contact = data.contact
-            geom1, geom2 = contact.geom1, contact.geom2
-            on_target = (geom1 == target) | (geom2 == target)
-            address, force = contact.efc_address, data.efc_force
-            # sum() from 0 over the contacts in order, as Meta-World's generator does.
-            left_force = sum(force[address[on_target & ((geom1 == left) | (geom2 == left))]])
-            right_force = sum(force[address[on_target & ((geom1 == right) | (geom2 == right))]])
-            out[k] = 0 < left_force and 0 < right_force
+            out[k] = pads_touch(data, target, left, right)
         return out
 
     def joint_qpos(self, name: str) -> np.ndarray:

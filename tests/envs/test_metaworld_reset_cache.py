@@ -1,0 +1,178 @@
+"""A fast Meta-World env's replayed reset (``metaworld_fast/reset_cache.py``) against Meta-World's own reset.
+
+The independent truth is Meta-World's own class, as installed, reset and stepped with the same actions: after
+every reset, replayed or real, the fast env's observation, its MuJoCo integration state and every attribute the
+reset assigns must equal Meta-World's bit for bit, and so must every later step. Replays must really happen (the
+snapshot is kept), and must not where the task changed in between or the reset drew a random number.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+if os.environ.get("MAML_RL_REQUIRE_METAWORLD"):
+    import metaworld  # CI installs the extra: a missing Meta-World fails here instead of skipping
+else:
+    metaworld = pytest.importorskip("metaworld")
+import metaworld.env_dict
+import mujoco
+
+from maml_rl.envs.metaworld import _metaworld_task, benchmark_tasks
+from maml_rl.envs.metaworld_fast import fast_class
+from maml_rl.envs.metaworld_fast.reset_cache import forget_reset
+
+pytestmark = pytest.mark.metaworld
+
+ML10_CLASSES = sorted(set(metaworld.env_dict.ML10_V3["train"]) | set(metaworld.env_dict.ML10_V3["test"]))
+QUICK_CLASSES = ("reach-v3", "push-v3", "pick-place-v3")
+INTEGRATION = mujoco.mjtState.mjSTATE_INTEGRATION
+
+
+def same(a, b) -> bool:
+    """Equal type and bits."""
+    return type(a) is type(b) and np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def integration_state(env) -> bytes:
+    state = np.empty(mujoco.mj_stateSize(env.model, INTEGRATION))
+    mujoco.mj_getState(env.model, env.data, state, INTEGRATION)
+    return state.tobytes()
+
+
+class Pair:
+    """Meta-World's own env and the fast one, driven together and compared after every call."""
+
+    def __init__(self, name: str):
+        cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
+        self.name = name
+        self.theirs, self.mine = cls(), fast_class(cls)()
+        self.goals = [g for _, g in benchmark_tasks("ML1", name, 0)["train"][:2]]
+        self.rng = np.random.default_rng(len(name))
+        self.replays = 0
+
+    def set_task(self, k: int) -> None:
+        for env in (self.theirs, self.mine):
+            env.set_task(_metaworld_task(self.name, self.goals[k]))
+
+    def reset(self) -> bool:
+        """Reset both; whether the fast env replayed its snapshot."""
+        before = self.mine.__dict__.get("_fast_reset_snapshot")
+        (o1, i1), (o2, i2) = self.theirs.reset(), self.mine.reset()
+        replayed = before is not None and self.mine.__dict__.get("_fast_reset_snapshot") is before
+        self.replays += replayed
+        assert same(o1, o2) and i1 == i2, f"{self.name}: the reset's observation"
+        assert integration_state(self.theirs) == integration_state(self.mine), f"{self.name}: the reset's state"
+        snapshot = self.mine.__dict__["_fast_reset_snapshot"]
+        assert snapshot.attributes, "the reset assigned attributes (curr_path_length, _prev_obs, ...)"
+        for name in snapshot.attributes:
+            a, b = getattr(self.theirs, name), getattr(self.mine, name)
+            assert same(a, b), f"{self.name}: {name} after the reset: {a!r} != {b!r}"
+        return replayed
+
+    def steps(self, count: int) -> bool:
+        truncated = False
+        for t in range(count):
+            action = self.rng.uniform(-1, 1, 4).astype(np.float32)
+            r1, r2 = self.theirs.step(action.copy()), self.mine.step(action.copy())
+            for k, (a, b) in enumerate(zip(r1[:4], r2[:4])):
+                assert same(a, b), f"{self.name} step {t}: {('observation', 'reward', 'terminated', 'truncated')[k]}"
+            assert r1[4].keys() == r2[4].keys() and all(same(r1[4][k], r2[4][k]) for k in r1[4])
+            truncated = r1[3]
+        return truncated
+
+    def close(self) -> None:
+        self.theirs.close()
+        self.mine.close()
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name in QUICK_CLASSES else pytest.mark.slow)
+                                  for name in sorted(set(ML10_CLASSES) | set(QUICK_CLASSES))])
+def test_a_replayed_reset_equals_metaworlds_own(name):
+    pair = Pair(name)
+    pair.set_task(0)
+    assert not pair.reset()  # the first: real
+    pair.steps(40)
+    assert pair.reset()  # same task: replayed
+    assert pair.reset()  # two in a row, no step between
+    pair.steps(1)
+    pair.set_task(1)
+    assert not pair.reset()  # another task: real
+    pair.steps(60)
+    pair.set_task(0)
+    assert not pair.reset()  # back to the first: real (the snapshot is the other task's)
+    assert pair.steps(500)  # Meta-World's own truncation at 500 steps
+    assert pair.reset()
+    pair.steps(30)
+    pair.set_task(0)  # the same task set again: still replayed
+    assert pair.reset()
+    pair.steps(5)
+    assert pair.replays == 4
+    pair.close()
+
+
+def test_forget_reset_makes_the_next_reset_real():
+    pair = Pair("push-v3")
+    pair.set_task(0)
+    pair.reset()
+    pair.steps(10)
+    forget_reset(pair.mine)
+    assert "_fast_reset_snapshot" not in pair.mine.__dict__
+    assert not pair.reset()
+    assert pair.reset()
+    pair.close()
+
+
+def test_a_reset_without_a_frozen_task_is_never_replayed():
+    """Without ``set_task`` Meta-World draws the goal at every reset: nothing may be replayed."""
+    cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS["reach-v3"]
+    env = fast_class(cls)()
+    env._freeze_rand_vec = False
+    env._last_rand_vec = None
+    env.seed(3)
+    goals = []
+    for _ in range(3):
+        env.reset()
+        assert "_fast_reset_snapshot" not in env.__dict__
+        goals.append(env._target_pos.copy())
+    assert len({g.tobytes() for g in goals}) == 3  # each reset drew its own goal
+    env.close()
+
+
+def test_a_reset_that_draws_a_random_number_is_not_replayed():
+    """A task class whose ``reset_model`` draws from ``np_random`` even with its task frozen (none of
+    Meta-World's v3 classes does): its resets stay real, and so stay random."""
+    base = metaworld.env_dict.ALL_V3_ENVIRONMENTS["reach-v3"]
+
+    class Drawing(base):
+        def reset_model(self):
+            observation = super().reset_model()
+            self.drawn = self.np_random.uniform()
+            return observation
+
+    env = fast_class(Drawing)()
+    env.set_task(_metaworld_task("reach-v3", benchmark_tasks("ML1", "reach-v3", 0)["train"][0][1]))
+    env.seed(0)
+    drawn = []
+    for _ in range(3):
+        env.reset()
+        drawn.append(env.drawn)
+        assert "_fast_reset_snapshot" not in env.__dict__
+    assert len(set(drawn)) == 3
+    env.close()
+
+
+def test_the_global_random_state_counts_too():
+    base = metaworld.env_dict.ALL_V3_ENVIRONMENTS["reach-v3"]
+
+    class DrawingGlobally(base):
+        def reset_model(self):
+            observation = super().reset_model()
+            self.drawn = np.random.uniform()
+            return observation
+
+    env = fast_class(DrawingGlobally)()
+    env.set_task(_metaworld_task("reach-v3", benchmark_tasks("ML1", "reach-v3", 0)["train"][0][1]))
+    env.reset()
+    assert "_fast_reset_snapshot" not in env.__dict__
+    env.close()

@@ -39,6 +39,7 @@ Usage::
     python benchmarks/metaworld_throughput.py                      # reach, push, pick-place, ML10; 3 rounds
     python benchmarks/metaworld_throughput.py --scenarios ml10 --rounds 5
     python benchmarks/metaworld_throughput.py --quick              # smoke check
+    python benchmarks/metaworld_throughput.py --scenarios ml10 --batch-size 10 --contenders sampler envpool physics
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from maml_rl.samplers import MultiTaskSampler
 from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 OBS, ACT, HIDDEN = 39, 4, (100, 100)
+CONTENDERS = ("sampler", "sampler-0", "per-env", "plain", "sync", "envpool", "batched", "physics")
 SCENARIOS = {"reach": "reach-v3", "push": "push-v3", "pick-place": "pick-place-v3", "ml10": None}
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -355,17 +357,20 @@ def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
     print(f"\n## {scenario}: {len(classes)} class(es), N = {args.tasks} tasks x {args.batch_size} = {n} envs, "
           f"horizon {args.horizon}, {args.workers} workers/threads", flush=True)
     common = (scenario, tasks, args.batch_size, args.horizon, args.workers)
-    contenders = [SamplerContender("sampler", *common, fast=True)]
-    if any_batched(tasks):
-        in_process = (scenario, tasks, args.batch_size, args.horizon, 0)
-        contenders.append(SamplerContender("sampler-0", *in_process, fast=True))
-        contenders.append(SamplerContender("per-env", *common, fast=True, mujoco_batch=False))
-    contenders += [SamplerContender("plain", *common, fast=False), SyncContender("sync", *common)]
-    if not args.no_envpool:
-        contenders.append(EnvpoolContender("envpool", *common))
-    if any_batched(tasks):
-        contenders.append(BatchedContender("batched", *common))
-    contenders.append(PhysicsContender("physics", *common))
+    wanted = set(args.contenders or CONTENDERS)
+    batched = any_batched(tasks)
+    makers = [
+        ("sampler", lambda: SamplerContender("sampler", *common, fast=True)),
+        ("sampler-0", lambda: SamplerContender("sampler-0", scenario, tasks, args.batch_size, args.horizon, 0,
+                                               fast=True) if batched else None),
+        ("per-env", lambda: SamplerContender("per-env", *common, fast=True, mujoco_batch=False) if batched else None),
+        ("plain", lambda: SamplerContender("plain", *common, fast=False)),
+        ("sync", lambda: SyncContender("sync", *common)),
+        ("envpool", lambda: None if args.no_envpool else EnvpoolContender("envpool", *common)),
+        ("batched", lambda: BatchedContender("batched", *common) if batched else None),
+        ("physics", lambda: PhysicsContender("physics", *common)),
+    ]
+    contenders = [c for c in (make() for key, make in makers if key in wanted) if c is not None]
     rates = {c.key: {"steps/s": [], "steps/cpu-s": []} for c in contenders}
     try:
         for c in contenders:
@@ -404,6 +409,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-envpool", action="store_true", help="leave envpool out (pip install envpool)")
+    parser.add_argument("--contenders", nargs="+", metavar="NAME", choices=CONTENDERS,
+                        help=f"run only these ({', '.join(CONTENDERS)}; default: all that apply)")
     parser.add_argument("--quick", action="store_true", help="5 tasks x 2, horizon 50, 2 rounds")
     args = parser.parse_args()
     if args.quick:

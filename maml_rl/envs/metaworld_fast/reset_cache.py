@@ -41,13 +41,16 @@ _MISSING = object()
 class ResetSnapshot:
     """What one real reset produced (see the module's docstring)."""
 
-    __slots__ = ("key", "state", "attributes", "removed", "observation", "info")
+    __slots__ = ("key", "state", "attributes", "arrays", "removed", "observation", "info")
 
-    def __init__(self, key, state, attributes, removed, observation, info):
+    def __init__(self, key, state, attributes, arrays, removed, observation, info):
         self.key = key
         self.state: np.ndarray = state
-        #: name -> value; an array as (the array, a copy of its contents at the end of the reset)
+        #: name -> value, for the assigned attributes that are not arrays
         self.attributes: Dict[str, Any] = attributes
+        #: name -> (the array, a copy of its contents at the end of the reset): kept by identity (it may be a view
+        #: of MjData, as basketball's goal is), its contents restored
+        self.arrays: Dict[str, Tuple[np.ndarray, np.ndarray]] = arrays
         self.removed: Tuple[str, ...] = removed
         self.observation: np.ndarray = observation
         self.info: dict = info
@@ -106,24 +109,12 @@ def _replay(env, snapshot: ResetSnapshot):
     attributes = env.__dict__
     for name in snapshot.removed:
         attributes.pop(name, None)
-    for name, value in snapshot.attributes.items():
-        if type(value) is tuple and len(value) == 2 and type(value[0]) is _ArrayValue:
-            array, contents = value[0].array, value[1]
-            if array.flags.writeable:
-                array[...] = contents
-            attributes[name] = array
-        else:
-            attributes[name] = value
+    attributes.update(snapshot.attributes)
+    for name, (array, contents) in snapshot.arrays.items():
+        if array.flags.writeable:
+            array[...] = contents
+        attributes[name] = array
     return snapshot.observation.copy(), dict(snapshot.info)
-
-
-class _ArrayValue:
-    """Marks an array attribute in a snapshot (kept by identity, its contents restored)."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: np.ndarray):
-        self.array = array
 
 
 def _real_reset(env, key, seed, options):
@@ -147,24 +138,25 @@ def _real_reset(env, key, seed, options):
                 value.dtype == contents[name].dtype and value.tobytes() == contents[name].tobytes()):
             changed.add(name)  # changed in place
     changed -= _OWN
-    snapshot_attributes = {}
+    values, arrays = {}, {}
     for name in changed:
         value = attributes.get(name, _MISSING)
-        if value is _MISSING:
-            continue
         if type(value) is np.ndarray:
-            snapshot_attributes[name] = (_ArrayValue(value), value.copy())
-        else:
-            snapshot_attributes[name] = value
+            arrays[name] = (value, value.copy())
+        elif value is not _MISSING:
+            values[name] = value
     removed = tuple(name for name in before if name not in attributes and name not in _OWN)
     state = np.empty(mujoco.mj_stateSize(env.model, _INTEGRATION))
     mujoco.mj_getState(env.model, env.data, state, _INTEGRATION)
-    attributes[_SNAPSHOT] = ResetSnapshot(key, state, snapshot_attributes, removed, np.array(observation, copy=True),
+    attributes[_SNAPSHOT] = ResetSnapshot(key, state, values, arrays, removed, np.array(observation, copy=True),
                                           dict(info))
     return observation, info
 
 
 def forget_reset(env) -> None:
-    """Make ``env``'s next reset a real one: for code that changes what a reset reads (an attribute,
-    the model) other than through ``set_task``."""
-    env.unwrapped.__dict__.pop(_SNAPSHOT, None)
+    """Make the next reset of ``env`` (a fast class's env, a ``MetaWorldEnv`` or a wrapper of either) a real
+    one: for code that changes what a reset reads (an attribute, the model) other than through ``set_task``."""
+    target = env.unwrapped
+    inner = target.__dict__.get("_envs")  # MetaWorldEnv: one env per task class
+    for each in (inner.values() if isinstance(inner, dict) else (target,)):
+        each.__dict__.pop(_SNAPSHOT, None)

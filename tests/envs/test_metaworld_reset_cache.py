@@ -6,7 +6,9 @@ reset assigns must equal Meta-World's bit for bit, and so must every later step.
 snapshot is kept), and must not where the task changed in between or the reset drew a random number.
 """
 
+import copy
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -135,6 +137,25 @@ def test_forget_reset_reaches_through_the_benchmark_env():
     forget_reset(env)
     assert "_fast_reset_snapshot" not in inner.__dict__
     env.close()
+
+
+@pytest.mark.parametrize("duplicate", [lambda env: pickle.loads(pickle.dumps(env)), copy.deepcopy],
+                         ids=["pickle", "deepcopy"])
+def test_a_copy_resets_for_real(duplicate):
+    """A copy builds a fresh model from the file, without the fields the last real reset set in the original:
+    the snapshot must not travel, and the copy's first reset is real (and equals Meta-World's copy's)."""
+    pair = Pair("pick-place-v3")
+    pair.set_task(0)
+    pair.reset()
+    pair.steps(20)
+    original = pair.mine
+    pair.theirs, pair.mine = duplicate(pair.theirs), duplicate(pair.mine)
+    assert "_fast_reset_snapshot" in original.__dict__  # the original keeps its own
+    assert "_fast_reset_snapshot" not in pair.mine.__dict__
+    assert not pair.reset()
+    pair.steps(10)
+    assert pair.reset()
+    pair.close()
 
 
 def test_a_reset_without_a_frozen_task_is_never_replayed():

@@ -33,7 +33,7 @@ from scipy.spatial.transform import Rotation
 
 from maml_rl.envs.metaworld_fast.base import FAST_METHODS, simulates_directly
 from maml_rl.envs.metaworld_fast.numpy_norm import module as _fast_numpy
-from maml_rl.envs.metaworld_fast.reset_cache import cached_reset, recording_setattr
+from maml_rl.envs.metaworld_fast.reset_cache import cached_reset, getstate_without_snapshot, recording_setattr
 from maml_rl.envs.metaworld_fast.reward_utils import module as _fast_reward_utils
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance as _fast_tolerance
 from maml_rl.envs.metaworld_fast.rotation import FastRotation
@@ -116,6 +116,7 @@ def fast_class(cls: type) -> type | None:
     if inspect.getattr_static(cls, "reset") is inspect.getattr_static(SawyerXYZEnv, "reset") and (
             cls.__setattr__ is object.__setattr__):
         namespace["reset"], namespace["__setattr__"] = cached_reset, recording_setattr  # reset_cache.py
+        namespace["__getstate__"] = getstate_without_snapshot(cls.__getstate__)
     return type(cls.__name__, (cls,), namespace)
 
 

@@ -23,13 +23,13 @@ pick-place, against Meta-World's own env over episodes, task switches and trunca
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import mujoco
 import numpy as np
 from metaworld.sawyer_xyz_env import SawyerXYZEnv
 
-__all__ = ["ResetSnapshot", "cached_reset", "forget_reset", "recording_setattr"]
+__all__ = ["ResetSnapshot", "cached_reset", "forget_reset", "getstate_without_snapshot", "recording_setattr"]
 
 _INTEGRATION = mujoco.mjtState.mjSTATE_INTEGRATION
 _SNAPSHOT = "_fast_reset_snapshot"
@@ -160,3 +160,18 @@ def forget_reset(env) -> None:
     inner = target.__dict__.get("_envs")  # MetaWorldEnv: one env per task class
     for each in (inner.values() if isinstance(inner, dict) else (target,)):
         each.__dict__.pop(_SNAPSHOT, None)
+
+
+def getstate_without_snapshot(parent_getstate: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A fast class's ``__getstate__``: its task class's, less the snapshot. A copy (pickle, ``copy``) builds a
+    fresh model from the file, without the fields the last real reset set in this one, so its first reset must
+    be real."""
+
+    def __getstate__(self):
+        state = parent_getstate(self)
+        inner = state.get("state") if isinstance(state, dict) else None
+        if isinstance(inner, dict) and _SNAPSHOT in inner:
+            state = {**state, "state": {k: v for k, v in inner.items() if k != _SNAPSHOT}}
+        return state
+
+    return __getstate__

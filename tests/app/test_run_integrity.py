@@ -123,8 +123,12 @@ def test_seeds_on_ray_lock_every_seed_folder_before_ray_starts(tmp_path, small_c
 
 
 # ------------------------------------------------------------------------------- signals and the disk
+# The writer starts with SIGHUP at its default, as a terminal's process does: a test runner under nohup passes
+# an ignored SIGHUP on through fork and exec, and run_script rightly leaves an ignored SIGHUP ignored.
 WRITER = """
+import signal
 import sys
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 import torch
 from maml_rl.app.command_line import run_script
 from maml_rl.app.runs.files import atomic_save

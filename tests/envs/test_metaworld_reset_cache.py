@@ -22,9 +22,23 @@ import mujoco
 
 from maml_rl.envs.metaworld import _metaworld_task, benchmark_tasks
 from maml_rl.envs.metaworld_fast import fast_class
-from maml_rl.envs.metaworld_fast.reset_cache import forget_reset
+from maml_rl.envs.metaworld_fast.reset_cache import REPLAYS, cached_reset, forget_reset
 
 pytestmark = pytest.mark.metaworld
+replays = pytest.mark.skipif(not REPLAYS, reason=f"MuJoCo {mujoco.__version__}: resets are not replayed before 4.0")
+
+
+@pytest.mark.skipif(REPLAYS, reason="MuJoCo >= 4: resets are replayed")
+def test_before_mujoco_4_every_reset_is_real():
+    """On MuJoCo 3.3 two real resets of one task leave different integration states: nothing is replayed."""
+    cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS["push-v3"]
+    assert fast_class(cls).reset is not cached_reset
+    env = fast_class(cls)()
+    env.set_task(_metaworld_task("push-v3", benchmark_tasks("ML1", "push-v3", 0)["train"][0][1]))
+    env.reset()
+    env.reset()
+    assert "_fast_reset_snapshot" not in env.__dict__
+    env.close()
 
 ML10_CLASSES = sorted(set(metaworld.env_dict.ML10_V3["train"]) | set(metaworld.env_dict.ML10_V3["test"]))
 QUICK_CLASSES = ("reach-v3", "push-v3", "pick-place-v3")
@@ -89,6 +103,7 @@ class Pair:
         self.mine.close()
 
 
+@replays
 @pytest.mark.parametrize("name", [pytest.param(name, marks=() if name in QUICK_CLASSES else pytest.mark.slow)
                                   for name in sorted(set(ML10_CLASSES) | set(QUICK_CLASSES))])
 def test_a_replayed_reset_equals_metaworlds_own(name):
@@ -114,6 +129,7 @@ def test_a_replayed_reset_equals_metaworlds_own(name):
     pair.close()
 
 
+@replays
 def test_forget_reset_makes_the_next_reset_real():
     pair = Pair("push-v3")
     pair.set_task(0)
@@ -126,6 +142,7 @@ def test_forget_reset_makes_the_next_reset_real():
     pair.close()
 
 
+@replays
 def test_forget_reset_reaches_through_the_benchmark_env():
     from maml_rl.envs.metaworld import MetaWorldEnv
 
@@ -139,6 +156,7 @@ def test_forget_reset_reaches_through_the_benchmark_env():
     env.close()
 
 
+@replays
 @pytest.mark.parametrize("duplicate", [lambda env: pickle.loads(pickle.dumps(env)), copy.deepcopy],
                          ids=["pickle", "deepcopy"])
 def test_a_copy_resets_for_real(duplicate):
@@ -158,6 +176,7 @@ def test_a_copy_resets_for_real(duplicate):
     pair.close()
 
 
+@replays
 def test_a_reset_without_a_frozen_task_is_never_replayed():
     """Without ``set_task`` Meta-World draws the goal at every reset: nothing may be replayed."""
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS["reach-v3"]
@@ -174,6 +193,7 @@ def test_a_reset_without_a_frozen_task_is_never_replayed():
     env.close()
 
 
+@replays
 @pytest.mark.parametrize("source", ["np_random", "numpy"])
 def test_a_reset_that_draws_a_random_number_is_not_replayed(source):
     """A task class whose ``reset_model`` draws a random number even with its task frozen (none of Meta-World's

@@ -6,7 +6,7 @@
 * the base-class methods that ``base.FAST_METHODS`` replaces are replaced,
   where ``cls`` inherits them from ``SawyerXYZEnv`` unchanged (a method the
   task class overrides keeps its own code);
-* ``reset`` replays the last real reset when the task is the same (``reset_cache.py``);
+* ``reset`` replays the last real reset when the task is the same (``reset_cache.py``; MuJoCo >= 4);
 * the task class's own methods are the same code objects with other globals:
   ``reward_utils`` (and a directly imported ``tolerance``) is
   ``reward_utils.module``, SciPy's ``Rotation`` is ``FastRotation``, and
@@ -33,7 +33,7 @@ from scipy.spatial.transform import Rotation
 
 from maml_rl.envs.metaworld_fast.base import FAST_METHODS, simulates_directly
 from maml_rl.envs.metaworld_fast.numpy_norm import module as _fast_numpy
-from maml_rl.envs.metaworld_fast.reset_cache import cached_reset, getstate_without_snapshot, recording_setattr
+from maml_rl.envs.metaworld_fast.reset_cache import REPLAYS, cached_reset, getstate_without_snapshot, recording_setattr
 from maml_rl.envs.metaworld_fast.reward_utils import module as _fast_reward_utils
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance as _fast_tolerance
 from maml_rl.envs.metaworld_fast.rotation import FastRotation
@@ -113,7 +113,7 @@ def fast_class(cls: type) -> type | None:
         if copy is not None:
             namespace[name] = copy
     namespace["_fast_simulates_directly"] = simulates_directly(cls)  # decided once, read every step
-    if inspect.getattr_static(cls, "reset") is inspect.getattr_static(SawyerXYZEnv, "reset") and (
+    if REPLAYS and inspect.getattr_static(cls, "reset") is inspect.getattr_static(SawyerXYZEnv, "reset") and (
             cls.__setattr__ is object.__setattr__):
         namespace["reset"], namespace["__setattr__"] = cached_reset, recording_setattr  # reset_cache.py
         namespace["__getstate__"] = getstate_without_snapshot(cls.__getstate__)

@@ -177,5 +177,30 @@ def test_quaternions_as_arrays_equal_the_scalar_conversion():
     matrices = np.array(matrices)
     expected = np.array([quat_from_matrix(np.ascontiguousarray(m)) for m in matrices])
     assert quats_from_matrices(matrices).tobytes() == expected.tobytes()
-    for n in (1, 16, 17):  # row by row up to 16, as arrays above
+    for n in (1, 2, 8, 9, 20):  # row by row up to 8, as arrays above
         assert quats_from_matrices(matrices[-n:]).tobytes() == expected[-n:].tobytes()
+        assert quats_from_matrices(matrices[:n]).tobytes() == expected[:n].tobytes()
+
+
+def test_the_rows_orthogonality_test_decides_as_the_scalar_one():
+    """Which rows go to SciPy: the arrays' test against _clearly_orthogonal row by row, on matrices whose
+    Gramian or determinant sits at the tolerance, and on NaN and inf entries."""
+    from scipy.spatial.transform import Rotation
+
+    from maml_rl.envs.metaworld_fast import rotation
+
+    rng = np.random.default_rng(12)
+    rotations = Rotation.from_quat(rng.normal(size=(400, 4))).as_matrix().reshape(-1, 9)
+    # Perturbations around the 1e-13 tolerance, on one entry or all.
+    scales = np.repeat(np.geomspace(1e-15, 1e-11, 40), 10)
+    perturbed = rotations + scales[:, None] * rng.normal(size=rotations.shape) * (rng.random(rotations.shape) < 0.3)
+    odd = np.array([np.full(9, np.nan), np.where(np.eye(3).ravel() > 0, np.inf, 0.0), np.diag([1.0, 1.0, -1.0]).ravel(),
+                    np.zeros(9), np.eye(3).ravel() * (1 + 5e-14), np.eye(3).ravel() * (1 + 6e-14)])
+    odd[4:, 1] = 1e-200
+    m = np.concatenate([rotations, perturbed, odd])
+    m[7, 3] = np.nan
+    expected = np.array([rotation._clearly_orthogonal(row.tolist()) for row in m])
+    assert 0 < expected.sum() < len(m)  # both answers occur
+    with np.errstate(invalid="ignore"):  # inf * 0 in the inf row, as in the scalar test
+        got = rotation._clearly_orthogonal_rows(m, m[:, rotation._GA], m[:, rotation._GB])
+    assert got.tolist() == expected.tolist()

@@ -81,55 +81,67 @@ def quat_from_matrix(matrix) -> np.ndarray:
     return _markley(m)
 
 
-# Up to this many matrices, quat_from_matrix row by row is faster (~7 us a row) than the arrays' ~60 NumPy
-# calls (~150 us a call, measured on 2 cores).
-_ROW_BY_ROW = 16
+# Up to this many matrices, quat_from_matrix row by row is faster (~7 us a row) than the arrays' ~30 NumPy
+# calls (~50-60 us a call for 10-20 matrices, measured on 2 cores).
+_ROW_BY_ROW = 8
+_EYE = np.eye(3)
+# Each row's entries gathered in one call each: _GA[k] and _GB[k] are the operands of the k-th sum, difference
+# or cofactor product below (indices into the row-major m00 .. m22).
+_GA = np.array([1, 2, 5, 7, 2, 3, 4, 3, 3, 5, 5, 4])  # m01 m02 m12 | m21 m02 m10 | m11 m10 m10 m12 m12 m11
+_GB = np.array([3, 6, 7, 5, 6, 1, 8, 8, 7, 7, 6, 6])  # m10 m20 m21 | m12 m20 m01 | m22 m22 m21 m21 m20 m20
+# _markley's four candidate quaternions as columns of the pool (0-2: 1 - trace + 2 m_kk; 3-5: m01 + m10,
+# m02 + m20, m12 + m21; 6-8: m21 - m12, m02 - m20, m10 - m01; 9: 1 + trace). A sum's operands may be swapped
+# (m10 + m01 is m01 + m10, bit for bit).
+_CANDIDATES = np.array([[0, 3, 4, 6], [3, 1, 5, 7], [4, 5, 2, 8], [6, 7, 8, 9]])
+
+
+def _clearly_orthogonal_rows(m: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`_clearly_orthogonal` of each row of ``m`` (n, 9), ``a`` and ``b`` its columns ``_GA`` and
+    ``_GB``: the Gramian's entries (a0 b0 + a1 b1) + a2 b2 of rows a, b (symmetric, bit for bit, so all nine
+    are tested where it tests six) and the determinant by the first row's cofactors."""
+    n = len(m)
+    rows = m.reshape(n, 3, 3)
+    products = rows[:, :, None, :] * rows[:, None, :, :]
+    gram = (products[..., 0] + products[..., 1]) + products[..., 2]
+    gram -= _EYE
+    clear = (np.abs(gram, out=gram) <= _ORTHO_TOL).all(axis=(1, 2))  # False for NaN, as there
+    cofactor = a[:, 6:12] * b[:, 6:12]
+    terms = m[:, 0:3] * (cofactor[:, 0:3] - cofactor[:, 3:6])
+    clear &= ((terms[:, 0] - terms[:, 1]) + terms[:, 2]) > 0.5
+    return clear
 
 
 def quats_from_matrices(matrices: np.ndarray) -> np.ndarray:
     """:func:`quat_from_matrix` of each (3, 3) float64 matrix of ``matrices`` (n, 9) or (n, 3, 3): Markley's
     method as arrays, with the same float operations in the same order as the Python floats of
-    :func:`_markley` (elementwise NumPy float64 arithmetic rounds as Python's); a matrix that is not clearly
-    orthogonal goes to SciPy, one by one. A few matrices go through :func:`quat_from_matrix` one by one."""
+    :func:`_markley` and :func:`_clearly_orthogonal` (elementwise NumPy float64 arithmetic rounds as
+    Python's; only the operands of a sum or a product are swapped, which is exact); a matrix that is not
+    clearly orthogonal goes to SciPy, one by one. A few matrices go through :func:`quat_from_matrix` one by
+    one."""
     m = np.ascontiguousarray(matrices, dtype=np.float64).reshape(-1, 9)
+    n = len(m)
     if not EXACT:
         return np.array([_scipy_quat(row.reshape(3, 3)) for row in m]).reshape(-1, 4)
-    if len(m) <= _ROW_BY_ROW:
+    if n <= _ROW_BY_ROW:
         return np.array([quat_from_matrix(row.reshape(3, 3)) for row in m]).reshape(-1, 4)
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
-    trace = m00 + m11 + m22
-    # The first largest of m00, m11, m22, trace (strict comparisons, as _markley's).
-    choice = np.zeros(len(m), dtype=np.int64)
-    best = m00.copy()
-    for k, value in ((1, m11), (2, m22)):
-        larger = value > best
-        choice[larger], best[larger] = k, value[larger]
-    choice[trace > best] = 3
-    q = np.empty((len(m), 4))
-    candidates = (
-        (1 - trace + 2 * m00, m10 + m01, m20 + m02, m21 - m12),
-        (m01 + m10, 1 - trace + 2 * m11, m21 + m12, m02 - m20),
-        (m02 + m20, m12 + m21, 1 - trace + 2 * m22, m10 - m01),
-        (m21 - m12, m02 - m20, m10 - m01, 1 + trace),
-    )
-    for k, columns in enumerate(candidates):
-        rows = choice == k
-        for j in range(4):
-            q[rows, j] = columns[j][rows]
-    x, y, z, w = q.T
-    norm = np.sqrt(x * x + y * y + z * z + w * w)
+    diag = m[:, ::4]
+    trace = (diag[:, 0] + diag[:, 1]) + diag[:, 2]
+    # The first largest of m00, m11, m22, trace: argmax's first maximum is _markley's strict comparisons
+    # (a NaN row differs, but it is not clearly orthogonal and goes to SciPy below).
+    keys = np.empty((n, 4))
+    keys[:, :3], keys[:, 3] = diag, trace
+    choice = keys.argmax(axis=1)
+    a, b = m[:, _GA], m[:, _GB]
+    pool = np.empty((n, 10))
+    np.add(1 - trace[:, None], 2 * diag, out=pool[:, 0:3])
+    np.add(a[:, 0:3], b[:, 0:3], out=pool[:, 3:6])
+    np.subtract(a[:, 3:6], b[:, 3:6], out=pool[:, 6:9])
+    np.add(1, trace, out=pool[:, 9])
+    q = pool.ravel()[np.arange(0, 10 * n, 10)[:, None] + _CANDIDATES[choice]]
+    squares = q * q
+    norm = np.sqrt(((squares[:, 0] + squares[:, 1]) + squares[:, 2]) + squares[:, 3])
     result = q / norm[:, None]
-    # _clearly_orthogonal, row by row in the same order: the Gramian's entries and the determinant.
-    rows3 = (m[:, 0:3], m[:, 3:6], m[:, 6:9])
-    clear = np.ones(len(m), dtype=np.bool_)
-    for i in range(3):
-        for j in range(i, 3):
-            a, b = rows3[i], rows3[j]
-            g = a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2]
-            clear &= np.abs(g - (1.0 if i == j else 0.0)) <= _ORTHO_TOL  # False for NaN, as there
-    det = m00 * (m11 * m22 - m12 * m21) - m01 * (m10 * m22 - m12 * m20) + m02 * (m10 * m21 - m11 * m20)
-    clear &= det > 0.5
-    for i in np.flatnonzero(~clear):
+    for i in np.flatnonzero(~_clearly_orthogonal_rows(m, a, b)):
         result[i] = _scipy_quat(m[i].reshape(3, 3))
     return result
 

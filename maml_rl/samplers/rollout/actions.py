@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -177,34 +178,36 @@ class ActionFunction:
 
     def _check_shape(self, distribution, rows: int, t: int, task: Optional[int]) -> None:
         spec = self.spec
-        size = int(np.prod(spec.action_shape))
         base = distribution.base_dist if isinstance(distribution, Independent) else distribution
+        # The messages are built only on failure: this runs at every step.
         if spec.discrete:
             if not isinstance(base, Categorical):
-                got, ok = f"a {type(distribution).__name__}", False
+                ok, got = False, lambda: f"a {type(distribution).__name__}"
             else:
-                got = f"a Categorical over {base.probs.shape[-1]} categories with batch shape {tuple(base.probs.shape[:-1])}"
                 ok = base.probs.shape[-1] == spec.num_categories and base.probs[..., 0].numel() == rows
-            expected = f"a Categorical over {spec.num_categories} categories for {rows} rows"
+                got = lambda: (f"a Categorical over {base.probs.shape[-1]} categories with batch shape "
+                               f"{tuple(base.probs.shape[:-1])}")
+            expected = lambda: f"a Categorical over {spec.num_categories} categories for {rows} rows"
         elif isinstance(base, Normal):
-            got = f"a Normal of mean shape {tuple(base.loc.shape)}"
-            ok = base.loc.numel() == rows * size and tuple(base.loc.shape[base.loc.dim() - len(spec.action_shape):]) \
-                == spec.action_shape
-            expected = f"a mean of shape {(rows, *spec.action_shape)} (rows x action shape)"
+            loc, action_shape = base.loc, spec.action_shape
+            ok = loc.numel() == rows * math.prod(action_shape) and \
+                tuple(loc.shape[loc.dim() - len(action_shape):]) == action_shape
+            got = lambda: f"a Normal of mean shape {tuple(loc.shape)}"
+            expected = lambda: f"a mean of shape {(rows, *action_shape)} (rows x action shape)"
         else:
             return  # checked after sampling, in _shaped
         if not ok:
             where = (f"for task {task} ({self.request.tasks[task]!r})" if task is not None
                      else f"for tasks {self.first_task}..{self.first_task + self.num_tasks - 1} stacked")
             raise PolicyOutputError(
-                f"{self._policy_name()} returned {got} at step {t} {where}; the action space needs {expected}. "
+                f"{self._policy_name()} returned {got()} at step {t} {where}; the action space needs {expected()}. "
                 "Build the policy for this env's spaces (e.g. maml_rl.policies.get_policy_for_env)."
             )
 
     def _shaped(self, actions: torch.Tensor, rows: int) -> torch.Tensor:
         """``actions`` as ``[rows, *action_shape]``, refusing a sample of another size."""
         shape = self.spec.action_shape
-        if actions.numel() != rows * int(np.prod(shape)):
+        if actions.numel() != rows * math.prod(shape):
             raise PolicyOutputError(
                 f"{self._policy_name()} returned {tuple(actions.shape)} actions for {rows} rows; the action space "
                 f"needs {rows} rows of shape {shape}"

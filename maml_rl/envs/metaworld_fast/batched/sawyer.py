@@ -86,6 +86,7 @@ class BatchedSawyer:
         self.hand, self.right_claw, self.left_claw = body("hand"), body("rightclaw"), body("leftclaw")
         self.right_effector, self.left_effector = site("rightEndEffector"), site("leftEndEffector")
         self.left_pad, self.right_pad = body("leftpad"), body("rightpad")
+        self.pads = geom("leftpad_geom"), geom("rightpad_geom")
         ids = {"body": body, "site": site, "geom": geom, "zeros": lambda name: -1}
         # (position's kind and id, offset, quaternion's kind and id) of each object.
         self.objects = [(o.position[0], ids[o.position[0]](o.position[1]),
@@ -172,8 +173,8 @@ class BatchedSawyer:
     def touching(self, rows: np.ndarray, geom: str) -> np.ndarray:
         """``env.touching_object(geom's id)`` of each env in ``rows``, from its simulation's contacts and
         constraint forces after the step (the class's spec asks for ``contacts``)."""
-        model, data = self.model, self.contact_data
-        target, left, right = model.geom(geom).id, model.geom("leftpad_geom").id, model.geom("rightpad_geom").id
+        data, (left, right) = self.contact_data, self.pads
+        target = self.model.geom(geom).id
         out = np.zeros(len(rows), dtype=np.bool_)
         for k, i in enumerate(rows):
             self.batch.get_data(int(i), data)
@@ -252,7 +253,10 @@ class BatchedSawyer:
             memo = self.quat_memo[column] = (np.full_like(matrices, np.nan), np.zeros((len(matrices), 4)))
         previous, quats = memo
         changed = np.flatnonzero((matrices.view(np.uint64) != previous.view(np.uint64)).any(axis=1))
-        if len(changed):
+        if len(changed) == len(matrices):  # all moved: no gathers
+            quats[:] = quats_from_matrices(matrices)
+            previous[:] = matrices
+        elif len(changed):
             quats[changed] = quats_from_matrices(matrices[changed])
             previous[changed] = matrices[changed]
         return quats

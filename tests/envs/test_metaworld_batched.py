@@ -202,5 +202,5 @@ def test_the_rows_orthogonality_test_decides_as_the_scalar_one():
     expected = np.array([rotation._clearly_orthogonal(row.tolist()) for row in m])
     assert 0 < expected.sum() < len(m)  # both answers occur
     with np.errstate(invalid="ignore"):  # inf * 0 in the inf row, as in the scalar test
-        got = rotation._clearly_orthogonal_rows(m, m[:, rotation._GA], m[:, rotation._GB])
+        got = rotation._clearly_orthogonal_rows(m)
     assert got.tolist() == expected.tolist()

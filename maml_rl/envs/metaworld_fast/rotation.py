@@ -85,27 +85,29 @@ def quat_from_matrix(matrix) -> np.ndarray:
 # calls (~50-60 us a call for 10-20 matrices, measured on 2 cores).
 _ROW_BY_ROW = 8
 _EYE = np.eye(3)
-# Each row's entries gathered in one call each: _GA[k] and _GB[k] are the operands of the k-th sum, difference
-# or cofactor product below (indices into the row-major m00 .. m22).
-_GA = np.array([1, 2, 5, 7, 2, 3, 4, 3, 3, 5, 5, 4])  # m01 m02 m12 | m21 m02 m10 | m11 m10 m10 m12 m12 m11
-_GB = np.array([3, 6, 7, 5, 6, 1, 8, 8, 7, 7, 6, 6])  # m10 m20 m21 | m12 m20 m01 | m22 m22 m21 m21 m20 m20
+# The operands of each row's sums and differences (_PAIR_A[k] +/- _PAIR_B[k], indices into the row-major
+# m00 .. m22), and of the products of its first row's cofactors, each gathered in one call.
+_PAIR_A = np.array([1, 2, 5, 7, 2, 3])  # m01 m02 m12 m21 m02 m10
+_PAIR_B = np.array([3, 6, 7, 5, 6, 1])  # m10 m20 m21 m12 m20 m01
+_COFACTOR_A = np.array([4, 3, 3, 5, 5, 4])  # m11 m10 m10 m12 m12 m11
+_COFACTOR_B = np.array([8, 8, 7, 7, 6, 6])  # m22 m22 m21 m21 m20 m20
 # _markley's four candidate quaternions as columns of the pool (0-2: 1 - trace + 2 m_kk; 3-5: m01 + m10,
 # m02 + m20, m12 + m21; 6-8: m21 - m12, m02 - m20, m10 - m01; 9: 1 + trace). A sum's operands may be swapped
 # (m10 + m01 is m01 + m10, bit for bit).
 _CANDIDATES = np.array([[0, 3, 4, 6], [3, 1, 5, 7], [4, 5, 2, 8], [6, 7, 8, 9]])
 
 
-def _clearly_orthogonal_rows(m: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`_clearly_orthogonal` of each row of ``m`` (n, 9), ``a`` and ``b`` its columns ``_GA`` and
-    ``_GB``: the Gramian's entries (a0 b0 + a1 b1) + a2 b2 of rows a, b (symmetric, bit for bit, so all nine
-    are tested where it tests six) and the determinant by the first row's cofactors."""
+def _clearly_orthogonal_rows(m: np.ndarray) -> np.ndarray:
+    """:func:`_clearly_orthogonal` of each row of ``m`` (n, 9): the Gramian's entries (a0 b0 + a1 b1) + a2 b2 of
+    rows a, b (symmetric, bit for bit, so all nine are tested where it tests six) and the determinant by the
+    first row's cofactors, each in the scalar code's order."""
     n = len(m)
     rows = m.reshape(n, 3, 3)
     products = rows[:, :, None, :] * rows[:, None, :, :]
     gram = (products[..., 0] + products[..., 1]) + products[..., 2]
     gram -= _EYE
     clear = (np.abs(gram, out=gram) <= _ORTHO_TOL).all(axis=(1, 2))  # False for NaN, as there
-    cofactor = a[:, 6:12] * b[:, 6:12]
+    cofactor = m[:, _COFACTOR_A] * m[:, _COFACTOR_B]
     terms = m[:, 0:3] * (cofactor[:, 0:3] - cofactor[:, 3:6])
     clear &= ((terms[:, 0] - terms[:, 1]) + terms[:, 2]) > 0.5
     return clear
@@ -131,7 +133,7 @@ def quats_from_matrices(matrices: np.ndarray) -> np.ndarray:
     keys = np.empty((n, 4))
     keys[:, :3], keys[:, 3] = diag, trace
     choice = keys.argmax(axis=1)
-    a, b = m[:, _GA], m[:, _GB]
+    a, b = m[:, _PAIR_A], m[:, _PAIR_B]
     pool = np.empty((n, 10))
     np.add(1 - trace[:, None], 2 * diag, out=pool[:, 0:3])
     np.add(a[:, 0:3], b[:, 0:3], out=pool[:, 3:6])
@@ -141,7 +143,7 @@ def quats_from_matrices(matrices: np.ndarray) -> np.ndarray:
     squares = q * q
     norm = np.sqrt(((squares[:, 0] + squares[:, 1]) + squares[:, 2]) + squares[:, 3])
     result = q / norm[:, None]
-    for i in np.flatnonzero(~_clearly_orthogonal_rows(m, a, b)):
+    for i in np.flatnonzero(~_clearly_orthogonal_rows(m)):
         result[i] = _scipy_quat(m[i].reshape(3, 3))
     return result
 

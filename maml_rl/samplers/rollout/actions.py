@@ -179,30 +179,31 @@ class ActionFunction:
     def _check_shape(self, distribution, rows: int, t: int, task: Optional[int]) -> None:
         spec = self.spec
         base = distribution.base_dist if isinstance(distribution, Independent) else distribution
-        # The messages are built only on failure: this runs at every step.
         if spec.discrete:
-            if not isinstance(base, Categorical):
-                ok, got = False, lambda: f"a {type(distribution).__name__}"
-            else:
-                ok = base.probs.shape[-1] == spec.num_categories and base.probs[..., 0].numel() == rows
-                got = lambda: (f"a Categorical over {base.probs.shape[-1]} categories with batch shape "
-                               f"{tuple(base.probs.shape[:-1])}")
-            expected = lambda: f"a Categorical over {spec.num_categories} categories for {rows} rows"
+            ok = isinstance(base, Categorical) and base.probs.shape[-1] == spec.num_categories \
+                and base.probs[..., 0].numel() == rows
         elif isinstance(base, Normal):
-            loc, action_shape = base.loc, spec.action_shape
-            ok = loc.numel() == rows * math.prod(action_shape) and \
-                tuple(loc.shape[loc.dim() - len(action_shape):]) == action_shape
-            got = lambda: f"a Normal of mean shape {tuple(loc.shape)}"
-            expected = lambda: f"a mean of shape {(rows, *action_shape)} (rows x action shape)"
+            loc = base.loc
+            ok = loc.numel() == rows * math.prod(spec.action_shape) and \
+                tuple(loc.shape[loc.dim() - len(spec.action_shape):]) == spec.action_shape
         else:
             return  # checked after sampling, in _shaped
-        if not ok:
-            where = (f"for task {task} ({self.request.tasks[task]!r})" if task is not None
-                     else f"for tasks {self.first_task}..{self.first_task + self.num_tasks - 1} stacked")
-            raise PolicyOutputError(
-                f"{self._policy_name()} returned {got()} at step {t} {where}; the action space needs {expected()}. "
-                "Build the policy for this env's spaces (e.g. maml_rl.policies.get_policy_for_env)."
-            )
+        if ok:  # this runs at every step: the message is built only on failure
+            return
+        if spec.discrete:
+            got = (f"a Categorical over {base.probs.shape[-1]} categories with batch shape "
+                   f"{tuple(base.probs.shape[:-1])}" if isinstance(base, Categorical)
+                   else f"a {type(distribution).__name__}")
+            expected = f"a Categorical over {spec.num_categories} categories for {rows} rows"
+        else:
+            got = f"a Normal of mean shape {tuple(base.loc.shape)}"
+            expected = f"a mean of shape {(rows, *spec.action_shape)} (rows x action shape)"
+        where = (f"for task {task} ({self.request.tasks[task]!r})" if task is not None
+                 else f"for tasks {self.first_task}..{self.first_task + self.num_tasks - 1} stacked")
+        raise PolicyOutputError(
+            f"{self._policy_name()} returned {got} at step {t} {where}; the action space needs {expected}. "
+            "Build the policy for this env's spaces (e.g. maml_rl.policies.get_policy_for_env)."
+        )
 
     def _shaped(self, actions: torch.Tensor, rows: int) -> torch.Tensor:
         """``actions`` as ``[rows, *action_shape]``, refusing a sample of another size."""

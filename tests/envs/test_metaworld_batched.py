@@ -33,10 +33,11 @@ def bits(value) -> bytes:
     return np.float64(value).tobytes()
 
 
-def run(name, n, steps, *, resets=(), noise=0.0, seed=0):
+def run(name, n, steps, *, resets=(), noise=0.0, seed=0, info_keys=None):
     """Step n envs of ``name`` both ways; the reference's successes and the rows the batch handed to the envs' own
     evaluate_state. ``resets``: (step, env) pairs, the env reset (both ways) before that step; envs whose
-    episode ended (500 steps) are reset too. Actions: Meta-World's scripted policy, 100 random steps in 400."""
+    episode ended (500 steps) are reset too. Actions: Meta-World's scripted policy, 100 random steps in 400.
+    ``info_keys``: passed to the batch's step, whose infos must then be those keys of Meta-World's, in order."""
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
     goals = [g for _, g in benchmark_tasks("ML1", name, 0)["train"][:5]]
     theirs = [cls() for _ in range(n)]
@@ -82,15 +83,17 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     actions[i] = np.asarray(policy.get_action(observation)) + noise * rng.normal(size=4)
-        obs, rewards, truncated, infos = batch.step(actions.copy())
+        obs, rewards, truncated, infos = batch.step(actions.copy(), info_keys)
         for i in range(n):
             o, r, terminated, tr, info = theirs[i].step(actions[i].copy())
             where = f"{name}, env {i} of {n}, step {t}"
             assert obs[i].tobytes() == o.tobytes(), f"{where}: observation {obs[i]} != {o}"
             assert bits(rewards[i]) == bits(r), f"{where}: reward {rewards[i]!r} != {r!r}"
             assert bool(truncated[i]) == tr and not terminated, f"{where}: truncated"
-            assert list(infos) == list(info), where
-            for key, value in info.items():
+            keys = list(info) if info_keys is None else [key for key in info_keys if key in info]
+            assert list(infos) == keys, where
+            for key in keys:
+                value = info[key]
                 assert bits(infos[key][i]) == bits(value), f"{where}: info[{key!r}] {infos[key][i]!r} != {value!r}"
             observations[i] = o
             successes += bool(info["success"])
@@ -125,6 +128,35 @@ def test_twenty_envs_step_as_metaworlds_own(name):
     """Five goals over 20 envs, random, scripted and noisy actions, resets in the middle of episodes."""
     successes, evaluated = run(name, 20, 540, resets=[(37, 0), (37, 19), (120, 7), (121, 7)], noise=0.3, seed=3)
     assert successes > 0 and (evaluated > 0 or name not in GRASPING)
+
+
+# The classes whose grasp_success needs the contacts: the env's own code where the object is lifted, or the pads'
+# contact forces (sweep, sweep-into).
+CONTACTS = {"push-v3", "pick-place-v3", "shelf-place-v3", "sweep-v3", "sweep-into-v3"}
+LIFTS = {"pick-place-v3", "shelf-place-v3"}  # their scripted policies lift the object outside the gripping rows
+
+
+@pytest.mark.mujoco_version
+@pytest.mark.parametrize("name", sorted(CONTACTS))
+def test_a_step_that_does_not_read_grasp_success_skips_its_contacts(name, monkeypatch):
+    """With info_keys without grasp_success (the sampler's default, success): the same observations, rewards and
+    successes, bit for bit; no contact reads; fewer (or no more) rows by the env's own code; and only the keys
+    asked for, in their order (a key Meta-World's info lacks is left out)."""
+    touched = []
+    touching = BatchedSawyer.touching
+    monkeypatch.setattr(BatchedSawyer, "touching", lambda self, rows, geom: touched.append(len(rows)) or
+                        touching(self, rows, geom))
+    keys = ("success", "no-such-key", "near_object")
+    successes, evaluated = run(name, 2, 520, resets=[(37, 1)], info_keys=keys)
+    assert successes > 0 and not touched
+    all_successes, all_evaluated = run(name, 2, 520, resets=[(37, 1)])
+    assert all_successes == successes and evaluated <= all_evaluated
+    if name.startswith("sweep"):
+        assert sum(touched) > 0  # all keys: the pads' contacts were read
+    elif name in LIFTS:
+        assert evaluated < all_evaluated  # the lifted rows went to the env's own code only for grasp_success
+    asked = run(name, 1, 60, info_keys=("grasp_success", "success"))  # asked for: computed, and checked
+    assert asked is not None
 
 
 def test_norms_and_long_tail_equal_the_scalar_functions():

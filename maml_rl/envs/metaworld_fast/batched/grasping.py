@@ -50,6 +50,11 @@ def _grasp_infos(success: np.ndarray, tcp_to_obj: np.ndarray, grasp_reward: np.n
             "grasp_success": np.zeros(len(reward)), "grasp_reward": grasp_reward, "in_place_reward": in_place,
             "obj_to_target": obj_to_target, "unscaled_reward": reward}
 
+def _for_grasp_success(batch: Any, lifted: np.ndarray) -> np.ndarray:
+    """The rows whose ``grasp_success`` the env's own code gives (``lifted``), where the caller reads it; else none
+    (its placeholder 0 is then left out of the step's infos, ``BatchedSawyer.step``)."""
+    return lifted if batch.wants("grasp_success") else np.zeros_like(lifted)
+
 def push_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerPushEnvV3.evaluate_state`` (v2 rewards) of every env; the rows :func:`caging_reward` cannot give,
     and those whose ``grasp_success`` needs the contacts (the gripper open and the object lifted), by the
@@ -68,7 +73,8 @@ def push_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     reward = np.where(target_to_obj < radius, 10.0, reward)
     lifted = (tcp_opened > 0) & (obj[:, 2] - 0.02 > batch.obj_init[:, 2])
     infos = _grasp_infos(target_to_obj <= radius, tcp_to_obj, object_grasped, in_place, target_to_obj, reward)
-    batch.evaluate_rows(np.flatnonzero(rare | lifted), observations, actions, reward, infos)
+    batch.evaluate_rows(np.flatnonzero(rare | _for_grasp_success(batch, lifted)), observations, actions, reward,
+                        infos)
     return reward, infos
 
 def pick_place_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
@@ -105,7 +111,8 @@ def pick_place_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray
     reward = np.where(obj_to_target < 0.05, 10.0, reward)
     grasped = lifted & (obj[:, 2] - 0.02 > batch.obj_init[:, 2])
     infos = _grasp_infos(obj_to_target <= 0.07, tcp_to_obj, object_grasped, in_place, obj_to_target, reward)
-    batch.evaluate_rows(np.flatnonzero(rare | grasped), observations, actions, reward, infos)
+    batch.evaluate_rows(np.flatnonzero(rare | _for_grasp_success(batch, grasped)), observations, actions, reward,
+                        infos)
     return reward, infos
 
 def shelf_place_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
@@ -133,7 +140,8 @@ def shelf_place_outputs(batch: Any, observations: np.ndarray, actions: np.ndarra
     reward = np.where(obj_to_target < radius, 10.0, reward)
     lifted = (tcp_opened > 0) & (z - 0.02 > batch.obj_init[:, 2])
     infos = _grasp_infos(obj_to_target <= 0.07, tcp_to_obj, object_grasped, in_place, obj_to_target, reward)
-    batch.evaluate_rows(np.flatnonzero(rare | lifted), observations, actions, reward, infos)
+    batch.evaluate_rows(np.flatnonzero(rare | _for_grasp_success(batch, lifted)), observations, actions, reward,
+                        infos)
     return reward, infos
 
 def basketball_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
@@ -240,7 +248,8 @@ def sweep_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *, 
     reward = np.where(obj_to_target < radius, 10.0, reward)
     opened = np.flatnonzero(tcp_opened > 0)
     grasp_success = np.zeros(len(reward))
-    grasp_success[opened] = batch.touching(opened, "objGeom")
+    if batch.wants("grasp_success"):
+        grasp_success[opened] = batch.touching(opened, "objGeom")
     infos = {"success": (obj_to_target <= radius).astype(np.float64),
              "near_object": (tcp_to_obj <= 0.03).astype(np.float64), "grasp_reward": object_grasped,
              "grasp_success": grasp_success, "in_place_reward": in_place, "obj_to_target": obj_to_target,

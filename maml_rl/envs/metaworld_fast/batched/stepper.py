@@ -91,7 +91,7 @@ class MetaWorldStepper(BatchStepper):
             ks = ks[ks < n]
             if len(ks) != len(group_rows) or not np.array_equal(rows[ks], group_rows):
                 continue  # not every env of the group steps: each steps alone (below)
-            observations[ks], rewards[ks], truncated[ks], group_infos = sawyer.step(actions[ks])
+            observations[ks], rewards[ks], truncated[ks], group_infos = sawyer.step(actions[ks], info_keys)
             for c, key in enumerate(info_keys):
                 infos[ks, c] = _info(group_infos, key)
             single[ks] = False

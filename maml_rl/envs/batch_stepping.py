@@ -53,7 +53,8 @@ class BatchStepper(ABC):
 
     @abstractmethod
     def step(self, rows: np.ndarray, actions: np.ndarray, info_keys: Sequence[str]) -> StepResult:
-        """``envs[i].step(actions[k])`` for each ``i = rows[k]`` (sorted int array), as arrays; the
+        """``envs[i].step(actions[k])`` for each ``i = rows[k]`` (a sorted int array of distinct rows below
+        :meth:`assign`'s ``count``, all of them on most steps), as arrays; the
         infos' columns are ``info_keys`` (a clear ``ValueError`` for a key the env does not return)."""
 
     def close(self) -> None:

@@ -165,14 +165,14 @@ def test_norms_and_long_tail_equal_the_scalar_functions():
     x = rng.normal(size=(5000, 3)) * rng.uniform(1e-8, 1e3, size=(5000, 1))
     x[:3] = [[0.0, 0.0, 0.0], [-0.0, 1e-300, 0.0], [np.inf, 1.0, 0.0]]
     assert norms(x).tobytes() == np.array([np.linalg.norm(row) for row in x]).tobytes()
-    values = np.concatenate([rng.uniform(0, 1, 2000), [0.0, 0.05, np.nextafter(0.05, 1), 1e-300, 2.0]])
-    margins = np.concatenate([rng.uniform(0, 1, 2000), [0.0, 0.3, 0.0, 0.2, 0.0]])
-    expected = [tolerance(float(v), bounds=(0, 0.05), margin=float(m), sigmoid="long_tail")
-                for v, m in zip(values, margins)]
-    assert long_tail(values, 0, 0.05, margins).tobytes() == np.array(expected).tobytes()
-    expected = [tolerance(float(v), bounds=(0, 0.05), margin=float(m), sigmoid="gaussian")
-                for v, m in zip(values, margins)]
-    assert gaussian(values, 0, 0.05, margins).tobytes() == np.array(expected).tobytes()
+    for lower in (0, 0.015, -0.02):  # below the lower bound too (the caging rewards' obj_radius)
+        edges = [lower, np.nextafter(lower, -1), -lower, 0.0, 0.05, np.nextafter(0.05, 1), 1e-300, 2.0, -2.0]
+        values = np.concatenate([rng.uniform(-1, 1, 2000), edges])
+        margins = np.concatenate([rng.uniform(0, 1, 2000), [0.0, 0.3, 0.1, 0.0, 0.2, 0.0, 0.2, 0.0, 0.4]])
+        for sigmoid, function in (("long_tail", long_tail), ("gaussian", gaussian)):
+            expected = [tolerance(float(v), bounds=(lower, 0.05), margin=float(m), sigmoid=sigmoid)
+                        for v, m in zip(values, margins)]
+            assert function(values, lower, 0.05, margins).tobytes() == np.array(expected).tobytes(), (sigmoid, lower)
 
 
 def test_misuse_is_refused():

@@ -35,7 +35,8 @@ def long_tail(x: np.ndarray, lower: float, upper: float, margin: np.ndarray) -> 
     float64 ``x_i``, as the scalar ``reward_utils.tolerance`` computes it (value_at_margin 0.1)."""
     inside = (lower <= x) & (x <= upper)
     with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.where(x < lower, lower - x, x - upper) / margin
+        # The distance to the bounds outside them: the positive one of the two (maximum propagates NaN as where).
+        d = np.maximum(lower - x, x - upper) / margin
         # float_power: C's pow, as the scalar's np.float64 ** 2 (an array's ** 2 is x * x, which differs
         # from pow in the last bit about once in a thousand).
         value = 1 / (np.float_power(d * _LONG_TAIL_SCALE, 2) + 1)
@@ -51,7 +52,7 @@ def gaussian(x: np.ndarray, lower: float, upper: float, margin: np.ndarray) -> n
     float64 ``x_i``, as the scalar ``reward_utils.tolerance`` computes it (value_at_margin 0.1)."""
     inside = (lower <= x) & (x <= upper)
     with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.where(x < lower, lower - x, x - upper) / margin
+        d = np.maximum(lower - x, x - upper) / margin
         value = np.exp(-0.5 * np.float_power(d * _GAUSSIAN_SCALE, 2))
     return np.where(inside, 1.0, np.where(margin == 0, 0.0, value))
 

@@ -42,6 +42,7 @@ class MetaWorldStepper(BatchStepper):
         self.groups: List[Tuple[np.ndarray, BatchedSawyer]] = []
         # row -> (its group's BatchedSawyer, its index there)
         self.where: Dict[int, Tuple[BatchedSawyer, int]] = {}
+        self.count = 0  # the rows of the call (assign)
 
     def release(self) -> None:
         for _, sawyer in self.groups:
@@ -65,7 +66,7 @@ class MetaWorldStepper(BatchStepper):
             if sawyer is None:
                 sawyer = BatchedSawyer(members, self.nthread)
             groups.append((np.asarray(rows, dtype=np.intp), sawyer))
-        self.groups = groups
+        self.groups, self.count = groups, count
         self.where = {int(i): (sawyer, j) for rows, sawyer in groups for j, i in enumerate(rows)}
 
     def before_reset(self, i: int) -> None:
@@ -86,11 +87,15 @@ class MetaWorldStepper(BatchStepper):
         truncated = np.zeros(n, dtype=np.bool_)
         infos = np.empty((n, len(info_keys)))
         single = np.ones(n, dtype=np.bool_)
+        every = n == self.count  # rows (sorted, distinct, below count) are then 0 .. count - 1
         for group_rows, sawyer in self.groups:
-            ks = np.searchsorted(rows, group_rows)
-            ks = ks[ks < n]
-            if len(ks) != len(group_rows) or not np.array_equal(rows[ks], group_rows):
-                continue  # not every env of the group steps: each steps alone (below)
+            if every:
+                ks = group_rows
+            else:
+                ks = np.searchsorted(rows, group_rows)
+                ks = ks[ks < n]
+                if len(ks) != len(group_rows) or not np.array_equal(rows[ks], group_rows):
+                    continue  # not every env of the group steps: each steps alone (below)
             observations[ks], rewards[ks], truncated[ks], group_infos = sawyer.step(actions[ks], info_keys)
             for c, key in enumerate(info_keys):
                 infos[ks, c] = _info(group_infos, key)

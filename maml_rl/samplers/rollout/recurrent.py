@@ -13,7 +13,7 @@ from maml_rl.policies.recurrent import rl2_inputs
 
 from ..errors import PolicyOutputError
 from ..workers.buffers import BufferSpec, BufferViews
-from .actions import ActionFunction, task_seed
+from .actions import ActionFunction, at_call_phase, task_seed
 from .noise import actions_from_noise
 from .request import RolloutRequest
 from .trial import TrialInputs
@@ -114,7 +114,9 @@ class RecurrentActionFunction(ActionFunction):
         seed = None if self.fallback_seed is None else self.fallback_seed + t
         K, B = self.num_tasks, self.batch_size
         if self.task_batches:
-            distribution, next_state = self.policy.step(inputs.view(K, B, -1), state.view(K, B, *state.shape[1:]))
+            distribution, next_state = self.policy.step(at_call_phase(inputs.view(K, B, -1), self.first_task),
+                                                        at_call_phase(state.view(K, B, *state.shape[1:]),
+                                                                      self.first_task))
             self._check_shape(distribution, S, t, None)
             acted = self._shaped(actions_from_noise(distribution, noise, seed, self.mode), S)
             log_probs = _log_prob(distribution, acted, (K, B), self.spec.discrete).reshape(S)

@@ -17,6 +17,7 @@ from maml_rl.envs.metaworld import _metaworld_task, benchmark_tasks
 from maml_rl.envs.metaworld_fast import fast_class
 from maml_rl.envs.metaworld_fast.batched import (SPECS, BatchedSawyer, batched_spec, gaussian, long_tail, mujoco_batch,
                                                  norms)
+from maml_rl.envs.metaworld_fast.batched.arrays import hamacher
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 
 pytestmark = [pytest.mark.metaworld,
@@ -166,13 +167,25 @@ def test_norms_and_long_tail_equal_the_scalar_functions():
     x[:3] = [[0.0, 0.0, 0.0], [-0.0, 1e-300, 0.0], [np.inf, 1.0, 0.0]]
     assert norms(x).tobytes() == np.array([np.linalg.norm(row) for row in x]).tobytes()
     for lower in (0, 0.015, -0.02):  # below the lower bound too (the caging rewards' obj_radius)
-        edges = [lower, np.nextafter(lower, -1), -lower, 0.0, 0.05, np.nextafter(0.05, 1), 1e-300, 2.0, -2.0]
+        edges = [lower, np.nextafter(lower, -1), -lower, 0.0, 0.05, np.nextafter(0.05, 1), 1e-300, 2.0, -2.0,
+                 np.nan, np.nan, np.inf, -np.inf]
         values = np.concatenate([rng.uniform(-1, 1, 2000), edges])
-        margins = np.concatenate([rng.uniform(0, 1, 2000), [0.0, 0.3, 0.1, 0.0, 0.2, 0.0, 0.2, 0.0, 0.4]])
+        margins = np.concatenate([rng.uniform(0, 1, 2000),
+                                  [0.0, 0.3, 0.1, 0.0, 0.2, 0.0, 0.2, 0.0, 0.4, 0.3, 0.0, 0.3, 0.2]])
         for sigmoid, function in (("long_tail", long_tail), ("gaussian", gaussian)):
             expected = [tolerance(float(v), bounds=(lower, 0.05), margin=float(m), sigmoid=sigmoid)
                         for v, m in zip(values, margins)]
             assert function(values, lower, 0.05, margins).tobytes() == np.array(expected).tobytes(), (sigmoid, lower)
+
+
+def test_hamacher_equals_metaworlds_scalar_product():
+    from metaworld.utils.reward_utils import hamacher_product
+
+    rng = np.random.default_rng(6)
+    a = np.concatenate([rng.uniform(0, 1, 3000), [0.0, 0.0, 1.0, 1e-300, 1.0, 0.5]])
+    b = np.concatenate([rng.uniform(0, 1, 3000), [0.0, 1.0, 0.0, 1e-300, 1.0, 0.0]])
+    expected = np.array([hamacher_product(float(x), float(y)) for x, y in zip(a, b)])
+    assert hamacher(a, b).tobytes() == expected.tobytes()
 
 
 def test_misuse_is_refused():

@@ -33,14 +33,17 @@ def norms(x: np.ndarray) -> np.ndarray:
 def long_tail(x: np.ndarray, lower: float, upper: float, margin: np.ndarray) -> np.ndarray:
     """``reward_utils.tolerance(x_i, bounds=(lower, upper), margin=margin_i, sigmoid="long_tail")`` of each
     float64 ``x_i``, as the scalar ``reward_utils.tolerance`` computes it (value_at_margin 0.1)."""
-    inside = (lower <= x) & (x <= upper)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # The distance to the bounds outside them: the positive one of the two (maximum propagates NaN as where).
-        d = np.maximum(lower - x, x - upper) / margin
-        # float_power: C's pow, as the scalar's np.float64 ** 2 (an array's ** 2 is x * x, which differs
-        # from pow in the last bit about once in a thousand).
-        value = 1 / (np.float_power(d * _LONG_TAIL_SCALE, 2) + 1)
-    return np.where(inside, 1.0, np.where(margin == 0, 0.0, value))
+    # float_power: C's pow, as the scalar's np.float64 ** 2 (an array's ** 2 is x * x, which differs
+    # from pow in the last bit about once in a thousand). A zero margin's inf distance gives the scalar's 0.
+    value = 1 / (np.float_power(_distance(x, lower, upper, margin) * _LONG_TAIL_SCALE, 2) + 1)
+    return np.where((lower <= x) & (x <= upper), 1.0, value)
+
+
+def _distance(x: np.ndarray, lower: float, upper: float, margin: np.ndarray) -> np.ndarray:
+    """The distance outside the bounds (the positive one of lower - x and x - upper; maximum propagates NaN as
+    the scalar's branches do) over the margin, inf where the margin is 0 (the scalar's value 0 there)."""
+    distance = np.maximum(lower - x, x - upper)
+    return np.divide(distance, margin, out=np.full_like(distance, np.inf), where=np.not_equal(margin, 0))
 
 
 _LONG_TAIL_SCALE = np.sqrt(1 / 0.1 - 1)  # reward_utils._sigmoids' scale for long_tail at value_at_1 = 0.1
@@ -50,19 +53,15 @@ _GAUSSIAN_SCALE = np.sqrt(-2 * np.log(0.1))  # and for gaussian
 def gaussian(x: np.ndarray, lower: float, upper: float, margin: np.ndarray) -> np.ndarray:
     """``reward_utils.tolerance(x_i, bounds=(lower, upper), margin=margin_i, sigmoid="gaussian")`` of each
     float64 ``x_i``, as the scalar ``reward_utils.tolerance`` computes it (value_at_margin 0.1)."""
-    inside = (lower <= x) & (x <= upper)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.maximum(lower - x, x - upper) / margin
-        value = np.exp(-0.5 * np.float_power(d * _GAUSSIAN_SCALE, 2))
-    return np.where(inside, 1.0, np.where(margin == 0, 0.0, value))
+    value = np.exp(-0.5 * np.float_power(_distance(x, lower, upper, margin) * _GAUSSIAN_SCALE, 2))
+    return np.where((lower <= x) & (x <= upper), 1.0, value)
 
 
 def hamacher(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``reward_utils.hamacher_product(a_i, b_i)`` of float64 values in [0, 1] (its 0 where the denominator is 0)."""
     product = a * b
     denominator = a + b - product
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(denominator > 0, product / denominator, 0.0)
+    return np.divide(product, denominator, out=np.zeros_like(product), where=denominator > 0)
 
 
 def xz(v: np.ndarray) -> np.ndarray:

@@ -70,10 +70,11 @@ class BatchedSawyer:
         if model.nmocap != 1 or model.nu != 2:
             raise ValueError("a Sawyer env has one mocap body and two actuators")
         n = len(self.envs)
-        # A persistent batch keeps each simulation's whole MjData: its contacts can be read (get_data, ~10 us a
-        # row), and its step is ~12% cheaper than copying each state in and out (0.58-0.78 ms against 0.65-0.88
-        # for 10 envs of door-open, push, reach, sweep), for ~0.5 MB more memory a simulation.
-        self.batch = mujoco_batch.Batch(model, n, nthread=nthread, persistent=True)
+        # A persistent batch keeps each simulation's whole MjData, contacts included (get_data, ~10 us a row).
+        # Only where the outputs read contacts: its step costs 5-11% more than copying each state in and out
+        # (20 envs of reach to the ML10 mix's 100; benchmarks/metaworld_persistent_batch.py), its ~0.5 MB of
+        # MjData a simulation missing the caches.
+        self.batch = mujoco_batch.Batch(model, n, nthread=nthread, persistent=self.spec.contacts)
         self.contact_data = mujoco.MjData(model) if self.spec.contacts else None
         self.state = {}
         for name in _STATE:

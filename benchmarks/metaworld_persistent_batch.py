@@ -29,7 +29,7 @@ def build(picked, envs_per_class: int, persistent: bool) -> MetaWorldStepper:
 
     class Forced:  # BatchedSawyer's mujoco.batch, with every batch of the chosen kind
         @staticmethod
-        def Batch(model, n, nthread=1, persistent_requested=None, **_):
+        def Batch(model, n, nthread=1, **_):
             return batch_module.Batch(model, n, nthread=nthread, persistent=persistent)
 
     sawyer.mujoco_batch = Forced

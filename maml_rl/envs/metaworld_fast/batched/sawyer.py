@@ -119,7 +119,7 @@ class BatchedSawyer:
         self.quat_memo: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         self.values: Dict[str, np.ndarray] = {}  # the spec's env_values, one row per env (made at the first load)
         # The info keys the current step's caller reads (None: all); see wants.
-        self.info_keys: Optional[frozenset] = None
+        self.info_keys: Optional[Sequence[str]] = None
 
     def load(self, i: int) -> None:
         """Env ``i`` was just reset: copy its state into simulation ``i``."""
@@ -233,7 +233,7 @@ class BatchedSawyer:
         observations = np.concatenate((current, self.prev_obs, goal), axis=1)
         self.prev_obs = current
         np.clip(observations, self.obs_low, self.obs_high, out=observations)
-        self.info_keys = None if info_keys is None else frozenset(info_keys)
+        self.info_keys = info_keys
         rewards, infos = self.spec.outputs(self, observations, actions)
         if info_keys is not None:  # a key not read may hold placeholders (wants)
             infos = {key: infos[key] for key in info_keys if key in infos}

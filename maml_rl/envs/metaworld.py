@@ -284,8 +284,8 @@ class MetaWorldEnv(gym.Env, MetaEnv, BatchSteppedEnv):
         return len(self.task_classes) == 1
 
     def batch_stepper(self, envs, nthread: int) -> BatchStepper:
-        """Each task class's slots stepped together (``metaworld_fast/batched/stepper.py``); the slots of
-        classes not batched yet, one at a time."""
+        """Each task class's slots stepped together (``metaworld_fast/batched/stepper.py``; all 50 of
+        Meta-World's classes are batched); a class with too few slots, one at a time."""
         from maml_rl.envs.metaworld_fast.batched.stepper import MetaWorldStepper
 
         return MetaWorldStepper(envs, nthread)

@@ -23,12 +23,17 @@ from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 pytestmark = [pytest.mark.metaworld,
               pytest.mark.skipif(mujoco_batch is None, reason="batched stepping needs mujoco.batch (MuJoCo >= 4)")]
 
-BATCHED = {"reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-close-v3", "window-open-v3",
-           "door-open-v3", "basketball-v3", "peg-insert-side-v3", "sweep-v3",  # ML10's train classes
-           "drawer-open-v3", "door-close-v3", "shelf-place-v3", "lever-pull-v3", "sweep-into-v3"}  # its test classes
-# Classes whose gripping rows go to the env's own evaluate_state.
-GRASPING = {"push-v3", "pick-place-v3", "shelf-place-v3", "basketball-v3", "peg-insert-side-v3"}
-
+ML10 = {"reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-close-v3", "window-open-v3",
+        "door-open-v3", "basketball-v3", "peg-insert-side-v3", "sweep-v3",  # its train classes
+        "drawer-open-v3", "door-close-v3", "shelf-place-v3", "lever-pull-v3", "sweep-into-v3"}  # its test classes
+# Every Meta-World class is batched: ML10's, and ML45's (and MT50's) other 35.
+BATCHED = set(metaworld.env_dict.ALL_V3_ENVIRONMENTS)
+OTHERS = BATCHED - ML10
+# Classes whose gripping rows (float32 from the action) go to the env's own evaluate_state.
+GRASPING = {"push-v3", "pick-place-v3", "shelf-place-v3", "basketball-v3", "peg-insert-side-v3", "push-wall-v3",
+            "handle-pull-v3", "handle-pull-side-v3", "pick-place-wall-v3", "coffee-push-v3", "coffee-pull-v3",
+            "hand-insert-v3", "pick-out-of-hole-v3", "hammer-v3", "assembly-v3", "disassemble-v3", "bin-picking-v3",
+            "stick-push-v3", "stick-pull-v3", "dial-turn-v3"}
 
 def bits(value) -> bytes:
     return np.float64(value).tobytes()
@@ -103,23 +108,33 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0, info_keys=None):
     return successes, len(evaluated)
 
 
-def test_the_batched_classes_are_metaworld_classes():
-    assert set(SPECS) <= {cls.__name__ for cls in metaworld.env_dict.ALL_V3_ENVIRONMENTS.values()}
+def test_the_batched_classes_are_metaworlds_classes():
+    assert set(SPECS) == {cls.__name__ for cls in metaworld.env_dict.ALL_V3_ENVIRONMENTS.values()}
     for name in BATCHED:
         cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
         assert batched_spec(cls()) is not None and batched_spec(fast_class(cls)()) is not None
-    assert batched_spec(metaworld.env_dict.ALL_V3_ENVIRONMENTS["hammer-v3"]()) is None
+    # A class of the same name that is not Meta-World's is not batched.
+    assert batched_spec(type("SawyerReachEnvV3", (), {})()) is None
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", sorted(BATCHED))
+@pytest.mark.parametrize("name", sorted(ML10) + [pytest.param(name, marks=pytest.mark.slow) for name in sorted(OTHERS)])
 @pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_one_and_two_envs_step_as_metaworlds_own(name, n):
-    """To the 500-step truncation and on into the next episode; a reset in the middle of an episode."""
+    """To the 500-step truncation and on into the next episode; a reset in the middle of an episode (ML10's
+    classes at one env in the quick tier, the others in the full tier)."""
     successes, evaluated = run(name, n, 520, resets=[(37, n - 1)])
     assert successes > 0  # the scripted policy reaches goals (in-place and success branches)
     if name in GRASPING:
         assert evaluated > 0  # gripping rows went to the env's own evaluate_state
+
+
+@pytest.mark.mujoco_version
+@pytest.mark.parametrize("name", sorted(OTHERS))
+def test_every_other_class_steps_as_metaworlds_own(name):
+    """The quick tier's check of ML45's further classes: one env, 130 steps, reset in the middle (the full tier
+    runs each to its truncation, at 1, 2 and 20 envs)."""
+    run(name, 1, 130, resets=[(37, 0)])
 
 
 @pytest.mark.slow
@@ -133,12 +148,16 @@ def test_twenty_envs_step_as_metaworlds_own(name):
 
 # The classes whose grasp_success needs the contacts: the env's own code where the object is lifted, or the pads'
 # contact forces (sweep, sweep-into).
-CONTACTS = {"push-v3", "pick-place-v3", "shelf-place-v3", "sweep-v3", "sweep-into-v3"}
-LIFTS = {"pick-place-v3", "shelf-place-v3"}  # their scripted policies lift the object outside the gripping rows
+CONTACTS = {"push-v3", "pick-place-v3", "shelf-place-v3", "sweep-v3", "sweep-into-v3", "push-back-v3", "push-wall-v3",
+            "pick-place-wall-v3", "coffee-push-v3", "coffee-pull-v3", "soccer-v3", "hand-insert-v3", "stick-push-v3",
+            "stick-pull-v3"}
+# Their scripted policies lift the object outside the gripping rows.
+LIFTS = {"pick-place-v3", "shelf-place-v3", "push-back-v3", "push-wall-v3", "pick-place-wall-v3"}
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", sorted(CONTACTS))
+@pytest.mark.parametrize("name", sorted(CONTACTS & ML10) + [pytest.param(name, marks=pytest.mark.slow)
+                                                            for name in sorted(CONTACTS - ML10)])
 def test_a_step_that_does_not_read_grasp_success_skips_its_contacts(name, monkeypatch):
     """With info_keys without grasp_success (the sampler's default, success): the same observations, rewards and
     successes, bit for bit; no contact reads; fewer (or no more) rows by the env's own code; and only the keys
@@ -188,11 +207,13 @@ def test_hamacher_equals_metaworlds_scalar_product():
 
 
 def test_misuse_is_refused():
-    reach, hammer = (metaworld.env_dict.ALL_V3_ENVIRONMENTS[k] for k in ("reach-v3", "hammer-v3"))
+    reach = metaworld.env_dict.ALL_V3_ENVIRONMENTS["reach-v3"]
     with pytest.raises(ValueError, match="not a batched class"):
-        BatchedSawyer([hammer()])
+        BatchedSawyer([type("SawyerReachEnvV3", (), {})()])  # not Meta-World's
     with pytest.raises(ValueError, match="differ in class"):
         BatchedSawyer([reach(), fast_class(reach)()])
+    with pytest.raises(ValueError, match="only the v2 rewards"):
+        BatchedSawyer([reach(reward_function_version="v1")])
     env = reach()
     env.set_task(_metaworld_task("reach-v3", benchmark_tasks("ML1", "reach-v3", 0)["train"][0][1]))
     env.reset()

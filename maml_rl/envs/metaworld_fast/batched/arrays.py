@@ -17,8 +17,11 @@ __all__ = ["gaussian", "hamacher", "long_tail", "norms", "xz"]
 
 def _vecdot_is_ddot() -> bool:
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(4096, 3)) * rng.uniform(1e-6, 1e3, size=(4096, 1))
-    return np.vecdot(x, x).tobytes() == np.array([row.dot(row) for row in x]).tobytes()
+    for width in (2, 3, 4):  # positions, planes and box-close's quaternions
+        x = rng.normal(size=(4096, width)) * rng.uniform(1e-6, 1e3, size=(4096, 1))
+        if np.vecdot(x, x).tobytes() != np.array([row.dot(row) for row in x]).tobytes():
+            return False
+    return True
 
 
 _VECDOT_EXACT = hasattr(np, "vecdot") and _vecdot_is_ddot()

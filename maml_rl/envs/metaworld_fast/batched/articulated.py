@@ -13,8 +13,9 @@ import numpy as np
 from .arrays import gaussian, hamacher, long_tail, norms
 
 
-def reach_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
-    """``SawyerReachEnvV3.evaluate_state`` (reward_function_version "v2") of every env."""
+def reach_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *, wall: bool = False):
+    """``SawyerReachEnvV3.evaluate_state`` (reward_function_version "v2") of every env, or with ``wall``
+    ``SawyerReachWallEnvV3``'s: the same reward, its near-object and grasp infos 0."""
     tcp = batch.tcp_center()
     target = batch.target
     tcp_to_target = norms(tcp - target)
@@ -22,9 +23,14 @@ def reach_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     in_place = long_tail(tcp_to_target, 0, 0.05, in_place_margin)
     reward = 10 * in_place
     success = (tcp_to_target <= 0.05).astype(np.float64)
-    infos = {"success": success, "near_object": tcp_to_target, "grasp_success": np.ones(len(target)),
-             "grasp_reward": tcp_to_target, "in_place_reward": in_place, "obj_to_target": tcp_to_target,
-             "unscaled_reward": reward}
+    if wall:
+        zeros = np.zeros(len(target))
+        infos = {"success": success, "near_object": zeros, "grasp_success": zeros, "grasp_reward": zeros,
+                 "in_place_reward": in_place, "obj_to_target": tcp_to_target, "unscaled_reward": reward}
+    else:
+        infos = {"success": success, "near_object": tcp_to_target, "grasp_success": np.ones(len(target)),
+                 "grasp_reward": tcp_to_target, "in_place_reward": in_place, "obj_to_target": tcp_to_target,
+                 "unscaled_reward": reward}
     return reward, infos
 
 def button_press_topdown_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
@@ -73,18 +79,22 @@ def drawer_close_outputs(batch: Any, observations: np.ndarray, actions: np.ndarr
              "obj_to_target": target_to_obj, "unscaled_reward": reward}
     return reward, infos
 
-def window_open_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
-    """``SawyerWindowOpenEnvV3.evaluate_state`` (v2 rewards): no action in the reward. Its distances along x
-    are ``np.linalg.norm`` of a scalar (a one-element ``dot``)."""
+def window_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *, closing: bool = False):
+    """``SawyerWindowOpenEnvV3.evaluate_state`` (v2 rewards), or with ``closing``
+    ``SawyerWindowCloseEnvV3``'s (its initial distance from the handle's initial position, not the window's,
+    and a gaussian reach): no action in the reward. Its distances along x are ``np.linalg.norm`` of a scalar
+    (a one-element ``dot``)."""
     radius = batch.envs[0].TARGET_RADIUS
     obj = observations[:, 4:7]  # _get_pos_objects(): the handle site, as in the observation (unclipped there)
     tcp = batch.tcp_center()
     target_to_obj = norms((obj[:, 0] - batch.target[:, 0])[:, None])
-    target_to_obj_init = norms((batch.obj_init[:, 0] - batch.target[:, 0])[:, None])
+    handle_init = batch.values["window_handle_pos_init"]
+    start = handle_init if closing else batch.obj_init
+    target_to_obj_init = norms((start[:, 0] - batch.target[:, 0])[:, None])
     in_place = long_tail(target_to_obj, 0, radius, np.abs(target_to_obj_init - radius))
     tcp_to_obj = norms(obj - tcp)
-    tcp_to_obj_init = norms(batch.values["window_handle_pos_init"] - batch.init_tcp)
-    reach = long_tail(tcp_to_obj, 0, 0.02, np.abs(tcp_to_obj_init - 0.02))
+    tcp_to_obj_init = norms(handle_init - batch.init_tcp)
+    reach = (gaussian if closing else long_tail)(tcp_to_obj, 0, 0.02, np.abs(tcp_to_obj_init - 0.02))
     reward = 10 * hamacher(reach, in_place)
     infos = {"success": (target_to_obj <= radius).astype(np.float64),
              "near_object": (tcp_to_obj <= 0.05).astype(np.float64), "grasp_success": np.ones(len(obj)),

@@ -1,5 +1,5 @@
 """The grasping classes' ``evaluate_state`` as arrays: push, pick-place, shelf-place, basketball,
-peg-insert-side, sweep and sweep-into (registered in ``rewards.SPECS``).
+peg-insert-side, sweep, sweep-into and the coffee mug's push and pull (registered in ``rewards.SPECS``).
 
 Each function gives every env's reward and infos, bit for bit Meta-World's own ``evaluate_state``. Rows its
 arrays cannot give exactly go to ``BatchedSawyer.evaluate_rows`` (the env's own code on its synced state): where
@@ -9,7 +9,7 @@ needs the contacts with the object lifted; where a margin is negative (Meta-Worl
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -19,28 +19,57 @@ _XZ = np.array([0, 2])
 
 
 def caging_reward(batch: Any, actions: np.ndarray, obj: np.ndarray, tcp: np.ndarray, obj_radius: float,
-                  pad_success_thresh: float, xz_thresh: float, high_density: bool) -> Tuple[np.ndarray, np.ndarray]:
-    """``_gripper_caging_reward`` of every env (without medium density), and the rows it cannot give exactly:
-    where the gripper grips (``caging > 0.97`` and ``0 < action[3] <= 1``), Meta-World mixes the action's
-    float32 into the rest, which then runs in float32; and where a margin is negative (its ValueError)."""
+                  pad_success_thresh: float, xz_thresh: float, high_density: bool, medium_density: bool = False,
+                  object_reach_radius: float = 0.0, desired_gripper_effort: float = 1.0,
+                  init: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """``_gripper_caging_reward`` of every env, and the rows it cannot give exactly: where the gripper grips
+    (``caging > 0.97`` and ``0 < action[3] <= desired_gripper_effort``), Meta-World mixes the action's float32
+    into the rest, which then runs in float32; and where a margin is negative (its ValueError). Above the
+    desired effort the effort is ``effort / effort``, 1.0. ``init``: the object's initial positions, where
+    not ``obj_init_pos`` (stick-push's override reads ``stick_init_pos``)."""
+    init = batch.obj_init if init is None else init
     left_y = batch.xpos[:, batch.left_pad, 1]
     right_y = batch.xpos[:, batch.right_pad, 1]
-    obj_y, init_y = obj[:, 1], batch.obj_init[:, 1]
+    obj_y, init_y = obj[:, 1], init[:, 1]
     margin_left = np.abs(np.abs(left_y - init_y) - pad_success_thresh)
     margin_right = np.abs(np.abs(right_y - init_y) - pad_success_thresh)
     caging_y = hamacher(long_tail(np.abs(left_y - obj_y), obj_radius, pad_success_thresh, margin_left),
                         long_tail(np.abs(right_y - obj_y), obj_radius, pad_success_thresh, margin_right))
-    caging_xz_margin = norms(batch.obj_init[:, _XZ] - batch.init_tcp[:, _XZ]) - xz_thresh
+    caging_xz_margin = norms(init[:, _XZ] - batch.init_tcp[:, _XZ]) - xz_thresh
     caging_xz = long_tail(norms(tcp[:, _XZ] - obj[:, _XZ]), 0, xz_thresh, caging_xz_margin)
     caging = hamacher(caging_y, caging_xz)
     grip = actions[:, -1]
     gripping = (caging > 0.97) & (grip > 0)
-    rare = (gripping & (grip <= 1)) | (caging_xz_margin < 0)
-    # Elsewhere the gripper effort is 1.0 (an action above 1) or nothing: float64 throughout.
+    rare = (gripping & (grip <= desired_gripper_effort)) | (caging_xz_margin < 0)
+    # Elsewhere the gripper effort is 1.0 (an action above the desired effort) or nothing: float64 throughout.
     caging_and_gripping = hamacher(caging, np.where(gripping, 1.0, 0.0))
     if high_density:
         caging_and_gripping = (caging_and_gripping + caging) / 2
+    if medium_density:
+        reach_margin = np.abs(norms(init - batch.init_tcp) - object_reach_radius)
+        reach = long_tail(norms(obj - tcp), 0, object_reach_radius, reach_margin)
+        caging_and_gripping = (caging_and_gripping + reach) / 2
     return caging_and_gripping, rare
+
+def object_caging(batch: Any, obj: np.ndarray, tcp: np.ndarray, obj_radius: float, grip_margin: float,
+                  xz_margin: float) -> Tuple[np.ndarray, np.ndarray]:
+    """The ``_gripper_caging_reward`` of sweep, sweep-into, push-back and soccer (their own, alike but for the
+    grip and xz margins): no action in it (its ``gripper_closed`` is unused), the pads' caging and gripping
+    tolerances instead. Its ``init_left_pad`` and ``init_right_pad`` are views of the pads' ``xpos`` (see
+    pick-place): where they are now. Also the rows with a negative xz margin (its ValueError)."""
+    pad_margin, grip_success_margin = 0.05, obj_radius + grip_margin
+    left_pad, right_pad = batch.xpos[:, batch.left_pad, 1], batch.xpos[:, batch.right_pad, 1]
+    left, right = left_pad - obj[:, 1], obj[:, 1] - right_pad
+    right_margin = np.abs(np.abs(obj[:, 1] - right_pad) - pad_margin)
+    left_margin = np.abs(np.abs(obj[:, 1] - left_pad) - pad_margin)
+    y_caging = hamacher(long_tail(right, obj_radius, pad_margin, right_margin),
+                        long_tail(left, obj_radius, pad_margin, left_margin))
+    y_gripping = hamacher(long_tail(right, obj_radius, grip_success_margin, right_margin),
+                          long_tail(left, obj_radius, grip_success_margin, left_margin))
+    x_z_margin = norms(xz(batch.obj_init) - xz(batch.init_tcp)) - xz_margin
+    x_z_caging = long_tail(norms(xz(tcp) - xz(obj)), 0, xz_margin, x_z_margin)
+    caging = hamacher(y_caging, x_z_caging)
+    return (caging + np.where(caging > 0.95, y_gripping, 0.0)) / 2, x_z_margin < 0
 
 def _grasp_infos(success: np.ndarray, tcp_to_obj: np.ndarray, grasp_reward: np.ndarray, in_place: np.ndarray,
                  obj_to_target: np.ndarray, reward: np.ndarray) -> Dict[str, np.ndarray]:
@@ -218,10 +247,10 @@ def peg_insert_side_outputs(batch: Any, observations: np.ndarray, actions: np.nd
 def sweep_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *, grip_margin: float,
                    xz_margin: float, goal_at_object_height: bool):
     """``SawyerSweepEnvV3`` and ``SawyerSweepIntoGoalEnvV3``'s ``evaluate_state`` (v2 rewards): their own
-    ``_gripper_caging_reward`` (no action in it), and ``grasp_success`` from the contacts where the gripper
+    ``_gripper_caging_reward`` (:func:`object_caging`), and ``grasp_success`` from the contacts where the gripper
     is open (``BatchedSawyer.touching``); rows where the xz margin is negative (Meta-World's ValueError)
     by the env's own code."""
-    radius, obj_radius, pad_margin = 0.05, batch.envs[0].OBJ_RADIUS, 0.05
+    radius, obj_radius = 0.05, batch.envs[0].OBJ_RADIUS
     obj, tcp_opened = observations[:, 4:7], observations[:, 3]
     target = batch.target.copy()
     if goal_at_object_height:
@@ -230,20 +259,7 @@ def sweep_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *, 
     obj_to_target = norms(obj - target)
     tcp_to_obj = norms(obj - tcp)
     in_place = long_tail(obj_to_target, 0, radius, norms(batch.obj_init - target))
-    # _gripper_caging_reward; init_left_pad and init_right_pad are views of the pads' xpos (see pick-place).
-    left_pad, right_pad = batch.xpos[:, batch.left_pad, 1], batch.xpos[:, batch.right_pad, 1]
-    left_delta, right_delta = left_pad - obj[:, 1], obj[:, 1] - right_pad
-    right_margin = np.abs(np.abs(obj[:, 1] - right_pad) - pad_margin)
-    left_margin = np.abs(np.abs(obj[:, 1] - left_pad) - pad_margin)
-    y_caging = hamacher(long_tail(right_delta, obj_radius, pad_margin, right_margin),
-                        long_tail(left_delta, obj_radius, pad_margin, left_margin))
-    grip_success_margin = obj_radius + grip_margin
-    y_gripping = hamacher(long_tail(right_delta, obj_radius, grip_success_margin, right_margin),
-                          long_tail(left_delta, obj_radius, grip_success_margin, left_margin))
-    caging_xz_margin = norms(xz(batch.obj_init) - xz(batch.init_tcp)) - xz_margin
-    x_z_caging = long_tail(norms(xz(tcp) - xz(obj)), 0, xz_margin, caging_xz_margin)
-    caging = hamacher(y_caging, x_z_caging)
-    object_grasped = (caging + np.where(caging > 0.95, y_gripping, 0.0)) / 2
+    object_grasped, rare = object_caging(batch, obj, tcp, obj_radius, grip_margin=grip_margin, xz_margin=xz_margin)
     reward = (2 * object_grasped) + (6 * hamacher(object_grasped, in_place))
     reward = np.where(obj_to_target < radius, 10.0, reward)
     opened = np.flatnonzero(tcp_opened > 0)
@@ -254,5 +270,33 @@ def sweep_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *, 
              "near_object": (tcp_to_obj <= 0.03).astype(np.float64), "grasp_reward": object_grasped,
              "grasp_success": grasp_success, "in_place_reward": in_place, "obj_to_target": obj_to_target,
              "unscaled_reward": reward}
-    batch.evaluate_rows(np.flatnonzero(caging_xz_margin < 0), observations, actions, reward, infos)
+    batch.evaluate_rows(np.flatnonzero(rare), observations, actions, reward, infos)
+    return reward, infos
+
+def coffee_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
+    """``SawyerCoffeePushEnvV3`` and ``SawyerCoffeePullEnvV3``'s ``evaluate_state`` (v2 rewards, the same): the
+    medium-density caging at 0.7 of the gripper's effort (its gripping rows by the env's own code, as push's),
+    and ``grasp_success`` from the mug's contacts where the gripper is open (``BatchedSawyer.touching``)."""
+    obj, tcp_opened, target = observations[:, 4:7], observations[:, 3], batch.target
+    scale = np.array([2.0, 2.0, 1.0])
+    target_to_obj = norms((obj - target) * scale)
+    in_place = long_tail(target_to_obj, 0, 0.05, norms((batch.obj_init - target) * scale))
+    tcp = batch.tcp_center()
+    tcp_to_obj = norms(obj - tcp)
+    object_grasped, rare = caging_reward(batch, actions, obj, tcp, obj_radius=0.02, pad_success_thresh=0.05,
+                                         xz_thresh=0.05, high_density=False, medium_density=True,
+                                         object_reach_radius=0.04, desired_gripper_effort=0.7)
+    reward = hamacher(object_grasped, in_place)
+    reward = np.where((tcp_to_obj < 0.04) & (tcp_opened > 0), reward + (1.0 + 5.0 * in_place), reward)
+    reward = np.where(target_to_obj < 0.05, 10.0, reward)
+    obj_to_target = norms(obj - target)
+    opened = np.flatnonzero(tcp_opened > 0)
+    grasp_success = np.zeros(len(reward))
+    if batch.wants("grasp_success"):
+        grasp_success[opened] = batch.touching(opened, "mug")
+    infos = {"success": (obj_to_target <= 0.07).astype(np.float64),
+             "near_object": (tcp_to_obj <= 0.03).astype(np.float64), "grasp_success": grasp_success,
+             "grasp_reward": object_grasped, "in_place_reward": in_place, "obj_to_target": obj_to_target,
+             "unscaled_reward": reward}
+    batch.evaluate_rows(np.flatnonzero(rare), observations, actions, reward, infos)
     return reward, infos

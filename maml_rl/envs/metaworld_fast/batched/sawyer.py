@@ -83,18 +83,19 @@ class BatchedSawyer:
                 self.state[name] = rows
         self.xpos, self.site_xpos = self.batch.bind("xpos"), self.batch.bind("site_xpos")
         self.geom_xpos, self.geom_xmat = self.batch.bind("geom_xpos"), self.batch.bind("geom_xmat")
-        self.site_xmat = self.batch.bind("site_xmat")
+        self.site_xmat, self.body_xmat = self.batch.bind("site_xmat"), self.batch.bind("xmat")
         self.model = model
         body, site, geom = (lambda k: model.body(k).id), (lambda k: model.site(k).id), (lambda k: model.geom(k).id)
         self.hand, self.right_claw, self.left_claw = body("hand"), body("rightclaw"), body("leftclaw")
         self.right_effector, self.left_effector = site("rightEndEffector"), site("leftEndEffector")
         self.left_pad, self.right_pad = body("leftpad"), body("rightpad")
         self.pads = geom("leftpad_geom"), geom("rightpad_geom")
-        ids = {"body": body, "site": site, "geom": geom, "zeros": lambda name: -1}
-        # (position's kind and id, offset, quaternion's kind and id) of each object.
+        ids = {"body": body, "site": site, "geom": geom, "body_xmat": body, "zeros": lambda name: -1,
+               "unit": lambda name: -1}
+        # (position's kind and id, offset, quaternion's kind and id, position function) of each object.
         self.objects = [(o.position[0], ids[o.position[0]](o.position[1]),
-                         None if o.offset is None else np.array(o.offset), o.quat[0], ids[o.quat[0]](o.quat[1]))
-                        for o in self.spec.objects]
+                         None if o.offset is None else np.array(o.offset), o.quat[0], ids[o.quat[0]](o.quat[1]),
+                         o.position_of) for o in self.spec.objects]
         self.xquat = self.batch.bind("xquat")
         self.target_site = None if self.spec.target_site is None else site(self.spec.target_site)
         # The model fields Meta-World's resets move (a drawer's, a button box's body; a goal site), per env.
@@ -248,15 +249,22 @@ class BatchedSawyer:
         gripper = norms(self.xpos[:, self.right_claw] - self.xpos[:, self.left_claw]) / 0.1
         current[:, 3] = np.clip(gripper, 0.0, 1.0)
         column = 4
-        for where, index, offset, kind, source in self.objects:
-            position = {"body": self.xpos, "site": self.site_xpos, "geom": self.geom_xpos}[where][:, index]
+        for where, index, offset, kind, source, position_of in self.objects:
+            if position_of is not None:
+                position = position_of(self)
+            else:
+                position = {"body": self.xpos, "site": self.site_xpos, "geom": self.geom_xpos}[where][:, index]
             current[:, column:column + 3] = position if offset is None else position + offset
             if kind == "geom":
                 current[:, column + 3:column + 7] = self._quats(column, self.geom_xmat[:, source])
             elif kind == "site":
                 current[:, column + 3:column + 7] = self._quats(column, self.site_xmat[:, source])
+            elif kind == "body_xmat":
+                current[:, column + 3:column + 7] = self._quats(column, self.body_xmat[:, source])
             elif kind == "body":
                 current[:, column + 3:column + 7] = self.xquat[:, source]
+            elif kind == "unit":
+                current[:, column + 3] = 1.0
             column += 7
         return current
 

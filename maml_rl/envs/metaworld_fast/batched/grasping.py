@@ -72,11 +72,14 @@ def object_caging(batch: Any, obj: np.ndarray, tcp: np.ndarray, obj_radius: floa
     return (caging + np.where(caging > 0.95, y_gripping, 0.0)) / 2, x_z_margin < 0
 
 def _grasp_infos(success: np.ndarray, tcp_to_obj: np.ndarray, grasp_reward: np.ndarray, in_place: np.ndarray,
-                 obj_to_target: np.ndarray, reward: np.ndarray) -> Dict[str, np.ndarray]:
+                 obj_to_target: np.ndarray, reward: np.ndarray,
+                 grasp_success: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
     """A grasping class's infos in Meta-World's order. ``grasp_success`` (touching_main_object and the gripper
-    open and the object lifted) is False here: the rows where the object is lifted are evaluated by the env."""
+    open and the object lifted) is False unless given: the rows where the object is lifted are evaluated by
+    the env."""
+    grasp_success = np.zeros(len(reward)) if grasp_success is None else grasp_success.astype(np.float64)
     return {"success": success.astype(np.float64), "near_object": (tcp_to_obj <= 0.03).astype(np.float64),
-            "grasp_success": np.zeros(len(reward)), "grasp_reward": grasp_reward, "in_place_reward": in_place,
+            "grasp_success": grasp_success, "grasp_reward": grasp_reward, "in_place_reward": in_place,
             "obj_to_target": obj_to_target, "unscaled_reward": reward}
 
 def _for_grasp_success(batch: Any, lifted: np.ndarray) -> np.ndarray:

@@ -55,10 +55,8 @@ def pick_out_of_hole_outputs(batch: Any, observations: np.ndarray, actions: np.n
     grasp_success = (tcp_to_obj < 0.04) & (obj[:, 2] - 0.02 > batch.obj_init[:, 2]) & ~(observations[:, 3] < 0.33)
     reward = np.where(grasp_success, reward + (1.0 + 5.0 * hamacher(in_place, above_floor)), reward)
     reward = np.where(obj_to_target < radius, 10.0, reward)
-    infos = {"success": (obj_to_target <= 0.07).astype(np.float64),
-             "near_object": (tcp_to_obj <= 0.03).astype(np.float64), "grasp_success": grasp_success.astype(np.float64),
-             "grasp_reward": object_grasped, "in_place_reward": in_place, "obj_to_target": obj_to_target,
-             "unscaled_reward": reward}
+    infos = _grasp_infos(obj_to_target <= 0.07, tcp_to_obj, object_grasped, in_place, obj_to_target, reward,
+                         grasp_success)
     batch.evaluate_rows(np.flatnonzero(rare), observations, actions, reward, infos)
     return reward, infos
 
@@ -77,9 +75,7 @@ def peg_unplug_side_outputs(batch: Any, observations: np.ndarray, actions: np.nd
     reward = np.where(grasp_success & (tcp_to_obj < 0.035), 1 + 2 * object_grasped + 5 * in_place,
                       2 * object_grasped)
     reward = np.where(obj_to_target <= 0.05, 10.0, reward)
-    infos = {"success": (obj_to_target <= 0.07).astype(np.float64),
-             "near_object": (tcp_to_obj <= 0.03).astype(np.float64), "grasp_success": grasp_success.astype(np.float64),
-             "grasp_reward": object_grasped, "in_place_reward": in_place, "obj_to_target": obj_to_target,
-             "unscaled_reward": reward}
+    infos = _grasp_infos(obj_to_target <= 0.07, tcp_to_obj, object_grasped, in_place, obj_to_target, reward,
+                         grasp_success)
     batch.evaluate_rows(np.flatnonzero(rare), observations, actions, reward, infos)
     return reward, infos

@@ -1,7 +1,7 @@
 """Meta-World env steps per second and per CPU-second: the sampler's fast path against its peers.
 
 Every contender steps the same N = ``--tasks`` x ``--batch-size`` Meta-World
-envs (one class, or the ML10 train mix where task k is a goal of class k % 10)
+envs (one class, or the ML10 or ML45 train mix, where task k is a goal of class k % 10 or k % 45)
 for ``--horizon`` steps from a reset, and all but ``physics`` evaluate the same
 MLP policy (39 -> 100 -> 100 -> 4, tanh, as the configs) on all N observations
 at every step:
@@ -23,7 +23,7 @@ at every step:
   goals differ from the others');
 * ``batched``: ``maml_rl.envs.metaworld_fast.batched.BatchedSawyer``, the N envs of each class stepped
   together (one ``mujoco.batch`` call a step on ``--workers`` threads, the outputs as arrays), with the
-  policy, in this process, without the sampler; the classes not batched yet (in the ML10 mix) step one env
+  policy, in this process, without the sampler; a class not batched (none of Meta-World's 50 today) steps one env
   at a time through the fast path;
 * ``physics``: the ceiling, only MuJoCo's calls of a Meta-World step
   (``mj_step`` x frame_skip, ``mj_rnePostConstraint``, ``mj_forward``) on
@@ -36,10 +36,11 @@ each and, per pair, the median of the per-round ratios with its range.
 
 Usage::
 
-    python benchmarks/metaworld_throughput.py                      # reach, push, pick-place, ML10; 3 rounds
+    python benchmarks/metaworld_throughput.py                      # reach, push, pick-place, ML10, ML45; 3 rounds
     python benchmarks/metaworld_throughput.py --scenarios ml10 --rounds 5
     python benchmarks/metaworld_throughput.py --quick              # smoke check
     python benchmarks/metaworld_throughput.py --scenarios ml10 --batch-size 10 --contenders sampler envpool physics
+    python benchmarks/metaworld_throughput.py --scenarios ml45 --tasks 45 --batch-size 4 --contenders sampler per-env envpool
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 OBS, ACT, HIDDEN = 39, 4, (100, 100)
 CONTENDERS = ("sampler", "sampler-0", "per-env", "plain", "sync", "envpool", "batched", "physics")
-SCENARIOS = {"reach": "reach-v3", "push": "push-v3", "pick-place": "pick-place-v3", "ml10": None}
+SCENARIOS = {"reach": "reach-v3", "push": "push-v3", "pick-place": "pick-place-v3", "ml10": None, "ml45": None}
+MIXES = {"ml10": "ML10", "ml45": "ML45"}  # the train classes' mix of a benchmark
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -99,13 +101,13 @@ def make_policy() -> NormalMLPPolicy:
 def scenario_tasks(scenario: str, n_tasks: int) -> list[dict]:
     name = SCENARIOS[scenario]
     if name is None:
-        goals = benchmark_tasks("ML10", None, 0)["train"]
+        benchmark = MIXES[scenario]
+        goals = benchmark_tasks(benchmark, None, 0)["train"]
         per_class: dict[str, list] = {}
         for env_name, rand_vec in goals:
             per_class.setdefault(env_name, []).append(rand_vec)
         names = list(per_class)
         picks = [(names[k % len(names)], per_class[names[k % len(names)]][k // len(names)]) for k in range(n_tasks)]
-        benchmark = "ML10"
     else:
         picks = [(name, rand_vec) for _, rand_vec in benchmark_tasks("ML1", name, 0)["train"][:n_tasks]]
         benchmark = "ML1"
@@ -115,7 +117,7 @@ def scenario_tasks(scenario: str, n_tasks: int) -> list[dict]:
 
 def env_id(scenario: str) -> str:
     name = SCENARIOS[scenario]
-    return "MetaWorld-ML10-v3" if name is None else f"MetaWorld-ML1-{name}"
+    return f"MetaWorld-{MIXES[scenario]}-v3" if name is None else f"MetaWorld-ML1-{name}"
 
 
 class SamplerContender:
@@ -248,7 +250,7 @@ class BatchedContender:
     the other classes stepped one by one through the fast path, and the policy, in this process."""
 
     class _PerEnv:
-        """Envs of a class not batched yet, with a ``BatchedSawyer``'s calls."""
+        """Envs of a class not batched, with a ``BatchedSawyer``'s calls."""
 
         def __init__(self, envs):
             self.envs = envs

@@ -187,6 +187,30 @@ def test_groups_follow_the_classes_and_a_group_of_the_same_envs_keeps_its_batch(
     assert [rows.tolist() for rows, _ in stepper.groups] == [[0, 2, 3]]
 
 
+def test_misuse_of_the_stepper_is_refused():
+    """Rows out of the contract (unsorted, repeated, beyond the last assign's count, before any assign) and a
+    wrong number of actions get a clear error before any env steps."""
+    envs = envs_with_tasks("reach-v3", 3, [0, 1, 2])
+    stepper = MetaWorldStepper(envs)
+    actions = np.zeros((2, 4), np.float32)
+    with pytest.raises(ValueError, match="call assign before stepping"):
+        stepper.step(np.array([0, 1]), actions, ("success",))  # no assign yet: count 0
+    stepper.assign(3)
+    for i in range(3):
+        stepper.before_reset(i)
+        envs[i].reset()
+        stepper.after_reset(i)
+    lengths = [env._env.curr_path_length for env in envs]
+    for rows in ([1, 0], [1, 1], [2, 3], [-1, 0]):
+        with pytest.raises(ValueError, match="not sorted, distinct rows below 3"):
+            stepper.step(np.array(rows), actions, ("success",))
+    with pytest.raises(ValueError, match="3 actions for 2 rows"):
+        stepper.step(np.array([0, 2]), np.zeros((3, 4), np.float32), ("success",))
+    assert [env._env.curr_path_length for env in envs] == lengths  # nothing stepped
+    stepper.step(np.array([0, 2]), actions, ("success",))
+    stepper.step(np.array([], dtype=np.intp), np.zeros((0, 4), np.float32), ("success",))  # no row: no step
+
+
 def test_classes_with_few_slots_step_one_env_at_a_time():
     envs = envs_with_tasks("reach-v3", 3, [0, 1, 2])
     stepper = MetaWorldStepper(envs)

@@ -80,7 +80,9 @@ class MetaWorldStepper(BatchStepper):
             place[0].load(place[1])
 
     def step(self, rows: np.ndarray, actions: np.ndarray, info_keys: Sequence[str]) -> StepResult:
+        rows = np.asarray(rows)
         n = len(rows)
+        self._check(rows, actions)
         observations = np.empty((n, *self.envs[0].observation_space.shape))
         rewards = np.empty(n)
         terminated = np.zeros(n, dtype=np.bool_)
@@ -111,6 +113,15 @@ class MetaWorldStepper(BatchStepper):
             for c, key in enumerate(info_keys):
                 infos[k, c] = _info(info, key)
         return observations, rewards, terminated, truncated, infos
+
+    def _check(self, rows: np.ndarray, actions: np.ndarray) -> None:
+        """The contract's rows (``BatchStepper.step``), and an action for each; ~3 us, against a step's ms."""
+        n = len(rows)
+        if n and (rows[0] < 0 or rows[-1] >= self.count or not (np.diff(rows) > 0).all()):
+            raise ValueError(f"rows {rows.tolist()} are not sorted, distinct rows below {self.count} (the "
+                             "slots of the last assign(count); call assign before stepping)")
+        if len(actions) != n:
+            raise ValueError(f"{len(actions)} actions for {n} rows: one action per stepping row")
 
     def close(self) -> None:
         self.groups, self.where = [], {}

@@ -12,6 +12,7 @@ import numpy as np
 from .arrays import hamacher, long_tail, norms
 from .grasping import caging_reward
 
+
 def handle_press_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerHandlePressEnvV3.evaluate_state`` and its side variant's (v2 rewards): no action in the
     reward; the distance along z is ``np.linalg.norm`` of a scalar, as the window's along x."""

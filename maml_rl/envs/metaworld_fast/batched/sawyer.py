@@ -42,6 +42,9 @@ _STATE = ("time", "qpos", "qvel", "act", "history", "qacc_warmstart", "ctrl", "q
           "eq_active", "mocap_pos", "mocap_quat", "userdata", "plugin_state", "plastic")
 _MOCAP_QUAT = np.array([1, 0, 1, 0])
 _RESET_MODEL = ("body_pos", "site_pos")
+# The MjData output an object's position or quaternion kind reads (rewards.ObjectSpec).
+_POSITION_FIELDS = {"body": "xpos", "site": "site_xpos", "geom": "geom_xpos"}
+_QUAT_FIELDS = {"geom": "geom_xmat", "site": "site_xmat", "body_xmat": "xmat", "body": "xquat"}
 
 
 class BatchedSawyer:
@@ -81,9 +84,12 @@ class BatchedSawyer:
             rows = self.batch.bind(name)
             if rows[0].size:
                 self.state[name] = rows
+        # A bound output is copied out of every simulation after every step (geom_xmat: ~7 KB a Sawyer env):
+        # only the bodies' and sites' positions (the hand, the pads, the fingers) and what the objects read.
         self.xpos, self.site_xpos = self.batch.bind("xpos"), self.batch.bind("site_xpos")
-        self.geom_xpos, self.geom_xmat = self.batch.bind("geom_xpos"), self.batch.bind("geom_xmat")
-        self.site_xmat, self.body_xmat = self.batch.bind("site_xmat"), self.batch.bind("xmat")
+        reads = {_POSITION_FIELDS[o.position[0]] for o in self.spec.objects if o.position_of is None}
+        reads |= {_QUAT_FIELDS[o.quat[0]] for o in self.spec.objects if o.quat[0] in _QUAT_FIELDS}
+        self.bound = {name: self.batch.bind(name) for name in sorted(reads)}
         self.model = model
         body, site, geom = (lambda k: model.body(k).id), (lambda k: model.site(k).id), (lambda k: model.geom(k).id)
         self.hand, self.right_claw, self.left_claw = body("hand"), body("rightclaw"), body("leftclaw")
@@ -96,7 +102,6 @@ class BatchedSawyer:
         self.objects = [(o.position[0], ids[o.position[0]](o.position[1]),
                          None if o.offset is None else np.array(o.offset), o.quat[0], ids[o.quat[0]](o.quat[1]),
                          o.position_of) for o in self.spec.objects]
-        self.xquat = self.batch.bind("xquat")
         self.target_site = None if self.spec.target_site is None else site(self.spec.target_site)
         # The model fields Meta-World's resets move (a drawer's, a button box's body; a goal site), per env.
         self.model_rows = {name: self.batch.expand(name) for name in _RESET_MODEL}
@@ -253,16 +258,12 @@ class BatchedSawyer:
             if position_of is not None:
                 position = position_of(self)
             else:
-                position = {"body": self.xpos, "site": self.site_xpos, "geom": self.geom_xpos}[where][:, index]
+                position = self.bound[_POSITION_FIELDS[where]][:, index]
             current[:, column:column + 3] = position if offset is None else position + offset
-            if kind == "geom":
-                current[:, column + 3:column + 7] = self._quats(column, self.geom_xmat[:, source])
-            elif kind == "site":
-                current[:, column + 3:column + 7] = self._quats(column, self.site_xmat[:, source])
-            elif kind == "body_xmat":
-                current[:, column + 3:column + 7] = self._quats(column, self.body_xmat[:, source])
+            if kind in ("geom", "site", "body_xmat"):
+                current[:, column + 3:column + 7] = self._quats(column, self.bound[_QUAT_FIELDS[kind]][:, source])
             elif kind == "body":
-                current[:, column + 3:column + 7] = self.xquat[:, source]
+                current[:, column + 3:column + 7] = self.bound["xquat"][:, source]
             elif kind == "unit":
                 current[:, column + 3] = 1.0
             column += 7

@@ -25,7 +25,7 @@ def bin_picking_outputs(batch: Any, observations: np.ndarray, actions: np.ndarra
     step, so that the env's own code (its gripping rows, a later step) reads the same."""
     env = batch.envs[0]
     hand, obj = observations[:, :3], observations[:, 4:7]
-    target = batch.xpos[:, batch.model.body("bin_goal").id]
+    target = batch.xpos[:, batch.id("body", "bin_goal")]
     target_to_obj = norms(obj - target)
     first = batch.values.get("_target_to_obj_init")
     if first is None:

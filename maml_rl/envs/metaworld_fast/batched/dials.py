@@ -19,7 +19,7 @@ def dial_knob(batch: Any) -> np.ndarray:
     offset = np.zeros((len(angle), 3))
     offset[:, 0], offset[:, 1] = np.sin(angle), -np.cos(angle)
     offset *= 0.05
-    return batch.xpos[:, batch.model.body("dial").id] + offset
+    return batch.xpos[:, batch.id("body", "dial")] + offset
 
 
 def dial_turn_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):

@@ -220,13 +220,13 @@ def peg_insert_side_outputs(batch: Any, observations: np.ndarray, actions: np.nd
     radius = batch.envs[0].TARGET_RADIUS
     obj, tcp_opened, target = observations[:, 4:7], observations[:, 3], batch.target
     sites = batch.site_xpos
-    obj_head = sites[:, batch.model.site("pegHead").id]
+    obj_head = sites[:, batch.id("site", "pegHead")]
     tcp = batch.tcp_center()
     tcp_to_obj = norms(obj - tcp)
     scale = np.array([1.0, 2.0, 2.0])
     obj_to_target = norms((obj_head - target) * scale)
     in_place = long_tail(obj_to_target, 0, radius, norms((batch.values["peg_head_pos_init"] - target) * scale))
-    corners = [sites[:, batch.model.site(name).id] for name in (
+    corners = [sites[:, batch.id("site", name)] for name in (
         "bottom_right_corner_collision_box_1", "top_left_corner_collision_box_1",
         "bottom_right_corner_collision_box_2", "top_left_corner_collision_box_2")]
     box_1 = _rect_prism(obj_head, zero=corners[0], one=corners[1])

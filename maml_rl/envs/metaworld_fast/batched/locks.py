@@ -38,7 +38,7 @@ def door_unlock_outputs(batch: Any, observations: np.ndarray, actions: np.ndarra
     """``SawyerDoorUnlockEnvV3.evaluate_state`` (v2 rewards). Its ``obj_init_pos`` is a view of the lock
     link's ``xpos`` (taken at reset, never copied), so it reads the link's current position: the batch's."""
     gripper, lock = observations[:, :3], observations[:, 4:7]
-    lock_link = batch.model.body("lock_link").id
+    lock_link = batch.id("body", "lock_link")
     offset = np.array([0.0, 0.055, 0.07])
     shoulder_to_lock = norms((gripper + offset - lock) * _SCALE)
     shoulder_to_lock_init = norms((batch.init_tcp + offset - batch.xpos[:, lock_link]) * _SCALE)

@@ -92,7 +92,8 @@ class BatchedSawyer:
         reads |= {_QUAT_FIELDS[o.quat[0]] for o in self.spec.objects if o.quat[0] in _QUAT_FIELDS}
         self.bound = {name: self.batch.bind(name) for name in sorted(reads)}
         self.model = model
-        body, site, geom = (lambda k: model.body(k).id), (lambda k: model.site(k).id), (lambda k: model.geom(k).id)
+        self._ids: Dict[Tuple[str, str], int] = {}  # (kind, name) -> id (see id)
+        body, site, geom = (lambda k: self.id("body", k)), (lambda k: self.id("site", k)), (lambda k: self.id("geom", k))
         self.hand, self.right_claw, self.left_claw = body("hand"), body("rightclaw"), body("leftclaw")
         self.right_effector, self.left_effector = site("rightEndEffector"), site("leftEndEffector")
         self.left_pad, self.right_pad = body("leftpad"), body("rightpad")
@@ -182,6 +183,15 @@ class BatchedSawyer:
             for key, value in info.items():
                 infos[key][i] = value
 
+    def id(self, kind: str, name: str) -> int:
+        """``model.<kind>(name).id`` (kind: body, site, geom or joint), looked up once: an outputs function
+        asks at every step, and MuJoCo's name lookup costs a few us a call."""
+        key = (kind, name)
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = getattr(self.model, kind)(name).id
+        return found
+
     def wants(self, key: str) -> bool:
         """Whether the current step's caller reads info ``key``: an outputs function leaves out the costly
         part of an info nobody reads (``grasp_success``'s contact reads, ~44 us a row)."""
@@ -191,7 +201,7 @@ class BatchedSawyer:
         """``env.touching_object(geom's id)`` of each env in ``rows``, from its simulation's contacts and
         constraint forces after the step (the class's spec asks for ``contacts``)."""
         data, (left, right) = self.contact_data, self.pads
-        target = self.model.geom(geom).id
+        target = self.id("geom", geom)
         out = np.zeros(len(rows), dtype=np.bool_)
         for k, i in enumerate(rows):
             self.batch.get_data(int(i), data)
@@ -200,7 +210,7 @@ class BatchedSawyer:
 
     def joint_qpos(self, name: str) -> np.ndarray:
         """``data.joint(name).qpos.item()`` of every env (a hinge or slide joint's one coordinate)."""
-        return self.state["qpos"][:, self.model.jnt_qposadr[self.model.joint(name).id]]
+        return self.state["qpos"][:, self.model.jnt_qposadr[self.id("joint", name)]]
 
     def tcp_center(self) -> np.ndarray:
         """``SawyerXYZEnv.tcp_center`` of every env."""

@@ -56,7 +56,7 @@ def stick_pull_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray
     height."""
     radius = 0.05
     stick, handle, tcp_opened, target = observations[:, 4:7], observations[:, 11:14], observations[:, 3], batch.target
-    end_of_stick = batch.site_xpos[:, batch.model.site("stick_end").id]
+    end_of_stick = batch.site_xpos[:, batch.id("site", "stick_end")]
     container = handle + np.array([0.05, 0.0, 0.0])
     container_init = batch.obj_init + np.array([0.05, 0.0, 0.0])
     stick_init = batch.values["stick_init_pos"]

@@ -61,7 +61,7 @@ def assembly_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray):
     """``SawyerNutAssemblyEnvV3.evaluate_state`` (v2 rewards) of every env: the medium-density caging on the
     wrench; its ``_reward_pos`` from the nut's centre (the ``RoundNut`` site), a funnel above the peg (``np.log``
     as the scalar's) that widens once the nut is aligned and hooked, which is success."""
-    wrench_center = batch.site_xpos[:, batch.model.site("RoundNut").id]
+    wrench_center = batch.site_xpos[:, batch.id("site", "RoundNut")]
     reward_quat = _flat(observations, _WRENCH_LAID_DOWN, 0.4)
     reward_grab, rare = caging_reward(batch, actions, _threshed(observations, type(batch.envs[0]).WRENCH_HANDLE_LENGTH),
                                       batch.tcp_center(), obj_radius=0.015, pad_success_thresh=0.02, xz_thresh=0.01,
@@ -86,7 +86,7 @@ def disassemble_outputs(batch: Any, observations: np.ndarray, actions: np.ndarra
     """``SawyerNutDisassembleEnvV3.evaluate_state`` (v2 rewards) of every env: the high-density caging on the
     wrench; its ``_reward_pos`` to 10 cm above the target from the nut's centre; success with the wrench above
     the target's height."""
-    wrench_center = batch.site_xpos[:, batch.model.site("RoundNut").id]
+    wrench_center = batch.site_xpos[:, batch.id("site", "RoundNut")]
     reward_quat = _flat(observations, _WRENCH_LAID_DOWN, 0.4)
     reward_grab, rare = caging_reward(batch, actions, _threshed(observations, type(batch.envs[0]).WRENCH_HANDLE_LENGTH),
                                       batch.tcp_center(), obj_radius=0.015, pad_success_thresh=0.02, xz_thresh=0.01,

@@ -10,7 +10,7 @@ at every step:
   ``--workers`` processes, each stepping its slots of each batched class together
   (``metaworld_fast/batched``, one ``mujoco.batch`` thread a worker) and the others one
   env at a time through ``maml_rl.envs.metaworld_fast``;
-* ``sampler-0``: the same in this process, ``mujoco.batch`` on all usable CPUs' threads;
+* ``sampler-0``: the same in this process, ``mujoco.batch`` on ``--workers`` threads (as many as the others use);
 * ``per-env``: the sampler with ``mujoco_batch=False``: every env stepped one at a time through
   ``maml_rl.envs.metaworld_fast`` (the sampler's path before the batched classes; "fast" in older runs);
 * ``plain``: the sampler with ``fast=False``: Meta-World's own classes;
@@ -121,12 +121,12 @@ def env_id(scenario: str) -> str:
 
 
 class SamplerContender:
-    def __init__(self, key, scenario, tasks, batch_size, horizon, workers, fast, mujoco_batch=None):
+    def __init__(self, key, scenario, tasks, batch_size, horizon, workers, fast, mujoco_batch=None, threads=None):
         self.key, self.tasks = key, tasks
         env_fn = make_env(env_id(scenario), max_episode_steps=horizon, fast=fast)
         self.sampler = MultiTaskSampler(None, None, batch_size, make_policy(), LinearFeatureBaseline(OBS),
                                         env_fn=env_fn, seed=1, num_workers=workers, mujoco_batch=mujoco_batch,
-                                        batch_threads=len(os.sched_getaffinity(0)) if workers == 0 else None)
+                                        batch_threads=threads)
 
     def run(self):
         cpu, start = tree_cpu_seconds(os.getpid()), time.perf_counter()
@@ -364,7 +364,7 @@ def run_scenario(scenario: str, args) -> dict[str, dict[str, list[float]]]:
     makers = [
         ("sampler", lambda: SamplerContender("sampler", *common, fast=True)),
         ("sampler-0", lambda: SamplerContender("sampler-0", scenario, tasks, args.batch_size, args.horizon, 0,
-                                               fast=True) if batched else None),
+                                               fast=True, threads=args.workers) if batched else None),
         ("per-env", lambda: SamplerContender("per-env", *common, fast=True, mujoco_batch=False) if batched else None),
         ("plain", lambda: SamplerContender("plain", *common, fast=False)),
         ("sync", lambda: SyncContender("sync", *common)),

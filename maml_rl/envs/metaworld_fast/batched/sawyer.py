@@ -19,6 +19,7 @@ use it through ``stepper.MetaWorldStepper`` (``MetaWorldEnv.batch_stepper``).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mujoco
@@ -93,7 +94,7 @@ class BatchedSawyer:
         self.bound = {name: self.batch.bind(name) for name in sorted(reads)}
         self.model = model
         self._ids: Dict[Tuple[str, str], int] = {}  # (kind, name) -> id (see id)
-        body, site, geom = (lambda k: self.id("body", k)), (lambda k: self.id("site", k)), (lambda k: self.id("geom", k))
+        body, site, geom = (functools.partial(self.id, kind) for kind in ("body", "site", "geom"))
         self.hand, self.right_claw, self.left_claw = body("hand"), body("rightclaw"), body("leftclaw")
         self.right_effector, self.left_effector = site("rightEndEffector"), site("leftEndEffector")
         self.left_pad, self.right_pad = body("leftpad"), body("rightpad")
@@ -185,7 +186,7 @@ class BatchedSawyer:
 
     def id(self, kind: str, name: str) -> int:
         """``model.<kind>(name).id`` (kind: body, site, geom or joint), looked up once: an outputs function
-        asks at every step, and MuJoCo's name lookup costs a few us a call."""
+        asks at every step, and MuJoCo's name lookup costs ~1 us a call (a dict's ~0.1 us)."""
         key = (kind, name)
         found = self._ids.get(key)
         if found is None:

@@ -155,9 +155,14 @@ CONTACTS = {"push-v3", "pick-place-v3", "shelf-place-v3", "sweep-v3", "sweep-int
 LIFTS = {"pick-place-v3", "shelf-place-v3", "push-back-v3", "push-wall-v3", "pick-place-wall-v3"}
 
 
+# The quick tier: push (its lifted rows, as pick-place's and shelf-place's) and sweep (the pads' contacts, as
+# sweep-into's); the full tier every class.
+QUICK_CONTACTS = {"push-v3", "sweep-v3"}
+
+
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", sorted(CONTACTS & ML10) + [pytest.param(name, marks=pytest.mark.slow)
-                                                            for name in sorted(CONTACTS - ML10)])
+@pytest.mark.parametrize("name", sorted(QUICK_CONTACTS) + [pytest.param(name, marks=pytest.mark.slow)
+                                                            for name in sorted(CONTACTS - QUICK_CONTACTS)])
 def test_a_step_that_does_not_read_grasp_success_skips_its_contacts(name, monkeypatch):
     """With info_keys without grasp_success (the sampler's default, success): the same observations, rewards and
     successes, bit for bit; no contact reads; fewer (or no more) rows by the env's own code; and only the keys

@@ -295,8 +295,8 @@ def across_layouts(profile):
     return test
 
 
-# The quick tier draws the first 20 of the derandomized sequence; the full tier all 150.
-test_episodes_replay_and_match_across_layouts = across_layouts(settings(SMALL, max_examples=20))
+# The quick tier draws the first 10 of the derandomized sequence; the full tier all 150.
+test_episodes_replay_and_match_across_layouts = across_layouts(settings(SMALL, max_examples=10))
 test_episodes_replay_and_match_across_layouts_150 = pytest.mark.slow(across_layouts(SMALL))
 
 

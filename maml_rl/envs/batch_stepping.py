@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -56,6 +56,16 @@ class BatchStepper(ABC):
         """``envs[i].step(actions[k])`` for each ``i = rows[k]`` (a sorted int array of distinct rows below
         :meth:`assign`'s ``count``, all of them on most steps), as arrays; the
         infos' columns are ``info_keys`` (a clear ``ValueError`` for a key the env does not return)."""
+
+    #: The keys of every env's step info where :meth:`info_types` says each row's types, else ``None`` (the
+    #: vector env steps envs through a stepper only then: gymnasium's vector infos type their arrays by the values).
+    all_info_keys: Optional[Tuple[str, ...]] = None
+
+    def info_types(self) -> Sequence[Any]:
+        """After :meth:`step`: for each of its rows, the info dict the env's own code returned where the stepper
+        ran it, else the row's info keys in the order its env's ``step`` gives them, each with the type of its
+        value there (``float`` for a Python or NumPy float64): ``((key, type), ...)``."""
+        raise NotImplementedError(f"{type(self).__name__} does not say its infos' types (all_info_keys)")
 
     def close(self) -> None:
         """Free what the stepper holds (the envs are closed by their owner)."""

@@ -1,5 +1,6 @@
 """BatchedSawyer against Meta-World's own env: n envs of one class stepped together give, env for env, the
-observations, rewards, truncations and every info value of Meta-World's own ``env.step``, bit for bit."""
+observations, rewards, truncations and every info value of Meta-World's own ``env.step``, bit for bit; and
+each class's info keys, order and value types are those ``info_types`` says."""
 
 import warnings
 
@@ -18,6 +19,7 @@ from maml_rl.envs.metaworld_fast import fast_class
 from maml_rl.envs.metaworld_fast.batched import (SPECS, BatchedSawyer, batched_spec, gaussian, long_tail, mujoco_batch,
                                                  norms)
 from maml_rl.envs.metaworld_fast.batched.arrays import hamacher
+from maml_rl.envs.metaworld_fast.batched.info_types import info_types
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 
 pytestmark = [pytest.mark.metaworld,
@@ -37,6 +39,12 @@ GRASPING = {"push-v3", "pick-place-v3", "shelf-place-v3", "basketball-v3", "peg-
 
 def bits(value) -> bytes:
     return np.float64(value).tobytes()
+
+
+def kinds(info):
+    """Each key of ``info`` in order with its value's type, a Python or NumPy float64 as ``float`` (gymnasium's
+    vector infos make the same float64 arrays of either)."""
+    return tuple((key, float if type(value) in (float, np.float64) else type(value)) for key, value in info.items())
 
 
 def run(name, n, steps, *, resets=(), noise=0.0, seed=0, info_keys=None):
@@ -98,6 +106,10 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0, info_keys=None):
             assert bool(truncated[i]) == tr and not terminated, f"{where}: truncated"
             keys = list(info) if info_keys is None else [key for key in info_keys if key in info]
             assert list(infos) == keys, where
+            if info_keys is None:
+                own = batch.own_infos.get(i)
+                reported = batch.row_info_types(i) if own is None else kinds(own)
+                assert kinds(info) == reported, f"{where}: the info's keys and types {kinds(info)}, not {reported}"
             for key in keys:
                 value = info[key]
                 assert bits(infos[key][i]) == bits(value), f"{where}: info[{key!r}] {infos[key][i]!r} != {value!r}"
@@ -106,6 +118,11 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0, info_keys=None):
             if tr:
                 reset(i)
     return successes, len(evaluated)
+
+
+def test_every_class_has_its_info_types():
+    for name, cls in metaworld.env_dict.ALL_V3_ENVIRONMENTS.items():
+        assert info_types(fast_class(cls)) is not None, name
 
 
 def test_the_batched_classes_are_metaworlds_classes():

@@ -74,6 +74,8 @@ def drawer_close_outputs(batch: Any, observations: np.ndarray, actions: np.ndarr
     object_grasped = np.where(in_float32, reach32, reach64)
     closed_enough = target_to_obj <= radius + 0.015
     reward = np.where(closed_enough, 10.0, np.where(in_float32, reward32 * np.float32(10), reward64 * 10))
+    batch.typed("grasp_reward", in_float32, np.float32)
+    batch.typed("unscaled_reward", in_float32 & ~closed_enough, np.float32)
     infos = {"success": closed_enough.astype(np.float64), "near_object": (tcp_to_obj <= 0.01).astype(np.float64),
              "grasp_success": np.ones(len(obj)), "grasp_reward": object_grasped, "in_place_reward": in_place,
              "obj_to_target": target_to_obj, "unscaled_reward": reward}
@@ -155,6 +157,7 @@ def door_close_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray
     hand_margin = norms(batch.hand_init - obj) + 0.1
     hand_in_place = gaussian(tcp_to_target, 0, 0.25 * radius, hand_margin)
     reward = np.where(obj_to_target < radius, 10.0, 3 * hand_in_place + 6 * in_place)
+    batch.typed("unscaled_reward", obj_to_target < radius, int)  # Meta-World's int 10
     n = len(reward)
     infos = {"obj_to_target": obj_to_target, "in_place_reward": hand_in_place,
              "success": (obj_to_target <= 0.08).astype(np.float64), "near_object": np.zeros(n),

@@ -25,6 +25,7 @@ def faucet_outputs(batch: Any, observations: np.ndarray, actions: np.ndarray, *,
     reach = gaussian(tcp_to_obj, 0, 0.01, np.abs(norms(batch.obj_init - batch.init_tcp) - 0.01))
     reward = (2 * reach + 3 * in_place) * 2
     reward = np.where(target_to_obj <= radius, 10.0, reward)
+    batch.typed("unscaled_reward", target_to_obj <= radius, int)
     infos = {"success": (target_to_obj <= 0.07).astype(np.float64),
              "near_object": (tcp_to_obj <= 0.01).astype(np.float64), "grasp_success": np.ones(len(obj)),
              "grasp_reward": reach, "in_place_reward": in_place, "obj_to_target": target_to_obj,

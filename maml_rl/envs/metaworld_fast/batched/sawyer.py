@@ -29,6 +29,7 @@ from maml_rl.envs.metaworld_fast.base import pads_touch
 from maml_rl.envs.metaworld_fast.rotation import quats_from_matrices
 
 from .arrays import norms
+from .info_types import info_types
 from .rewards import SPECS, batched_spec
 
 try:
@@ -129,6 +130,11 @@ class BatchedSawyer:
         self.values: Dict[str, np.ndarray] = {}  # the spec's env_values, one row per env (made at the first load)
         # The info keys the current step's caller reads (None: all); see wants.
         self.info_keys: Optional[Sequence[str]] = None
+        #: row -> the info its env's own evaluate_state returned at the last step (evaluate_rows' rows).
+        self.own_infos: Dict[int, dict] = {}
+        # The class's info keys and types, and the last step's exceptions to them (see typed).
+        self.info_types = info_types(first)
+        self.retyped: list = []
 
     def load(self, i: int) -> None:
         """Env ``i`` was just reset: copy its state into simulation ``i``."""
@@ -180,9 +186,25 @@ class BatchedSawyer:
         for i in rows:
             self.sync(i)
             reward, info = self.envs[i].evaluate_state(observations[i], actions[i])
+            self.own_infos[int(i)] = info
             rewards[i] = reward
             for key, value in info.items():
                 infos[key][i] = value
+
+    def typed(self, key: str, rows: np.ndarray, kind: type) -> None:
+        """At this step, info ``key`` of the rows where ``rows`` (a bool mask) is true is of type ``kind`` in
+        Meta-World's own step (an outputs function says where a branch gives another type than the class's
+        ``info_types``: an int 10, a float32 row)."""
+        if rows.any():
+            self.retyped.append((key, rows, kind))
+
+    def row_info_types(self, i: int) -> Optional[Tuple[Tuple[str, type], ...]]:
+        """The keys and value types of env ``i``'s info at the last step, where it is not in ``own_infos``."""
+        types = self.info_types
+        for key, rows, kind in self.retyped:
+            if rows[i]:
+                types = tuple((k, kind if k == key else t) for k, t in types)
+        return types
 
     def id(self, kind: str, name: str) -> int:
         """``model.<kind>(name).id`` (kind: body, site, geom or joint), looked up once: an outputs function
@@ -252,6 +274,7 @@ class BatchedSawyer:
         self.prev_obs = current
         np.clip(observations, self.obs_low, self.obs_high, out=observations)
         self.info_keys = info_keys
+        self.own_infos, self.retyped = {}, []
         rewards, infos = self.spec.outputs(self, observations, actions)
         if info_keys is not None:  # a key not read may hold placeholders (wants)
             infos = {key: infos[key] for key in info_keys if key in infos}

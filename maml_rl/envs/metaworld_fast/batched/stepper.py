@@ -16,6 +16,7 @@ import numpy as np
 
 from maml_rl.envs.batch_stepping import BatchStepper, StepResult
 
+from .info_types import INFO_KEYS
 from .rewards import batched_spec
 from .sawyer import BatchedSawyer
 
@@ -34,6 +35,8 @@ class MetaWorldStepper(BatchStepper):
     :param min_group: the fewest slots of a class that step as one ``BatchedSawyer``; fewer step one by one.
     """
 
+    all_info_keys = INFO_KEYS
+
     def __init__(self, envs: Sequence[Any], nthread: int = 1, min_group: int = MIN_GROUP):
         self.envs = list(envs)
         self.nthread = nthread
@@ -43,6 +46,7 @@ class MetaWorldStepper(BatchStepper):
         # row -> (its group's BatchedSawyer, its index there)
         self.where: Dict[int, Tuple[BatchedSawyer, int]] = {}
         self.count = 0  # the rows of the call (assign)
+        self.last: Tuple[int, list, dict] = (0, [], {})  # the last step's rows, groups and single rows' infos
 
     def release(self) -> None:
         for _, sawyer in self.groups:
@@ -88,6 +92,8 @@ class MetaWorldStepper(BatchStepper):
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
         infos = np.empty((n, len(info_keys)))
+        stepped = []  # (rows, BatchedSawyer) of the groups stepped, for info_types
+        self.last = (n, stepped, {})
         single = np.ones(n, dtype=np.bool_)
         every = n == self.count  # rows (sorted, distinct, below count) are then 0 .. count - 1
         for group_rows, sawyer in self.groups:
@@ -101,6 +107,7 @@ class MetaWorldStepper(BatchStepper):
             observations[ks], rewards[ks], truncated[ks], group_infos = sawyer.step(actions[ks], info_keys)
             for c, key in enumerate(info_keys):
                 infos[ks, c] = _info(group_infos, key)
+            stepped.append((ks, sawyer))
             single[ks] = False
         for k in np.flatnonzero(single):
             i = int(rows[k])
@@ -112,7 +119,22 @@ class MetaWorldStepper(BatchStepper):
                 place[0].load(place[1])
             for c, key in enumerate(info_keys):
                 infos[k, c] = _info(info, key)
+            self.last[2][int(k)] = info
         return observations, rewards, terminated, truncated, infos
+
+    def info_types(self) -> List[Any]:
+        """The last step's rows' infos that the envs' own code returned (the rows stepped one at a time, and those
+        a ``BatchedSawyer`` handed to the env's ``evaluate_state``), and the other rows' keys and types (their
+        class's ``info_types``, with the step's exceptions: ``BatchedSawyer.typed``)."""
+        n, stepped, singles = self.last
+        types: List[Any] = [None] * n
+        for ks, sawyer in stepped:
+            for j, k in enumerate(ks):
+                own = sawyer.own_infos.get(j)
+                types[int(k)] = own if own is not None else sawyer.row_info_types(j)
+        for k, info in singles.items():
+            types[k] = info
+        return types
 
     def _check(self, rows: np.ndarray, actions: np.ndarray) -> None:
         """The contract's rows (``BatchStepper.step``), and an action for each; ~3 us, against a step's ms."""

@@ -21,6 +21,7 @@ from gymnasium.error import (AlreadyPendingCallError, ClosedEnvironmentError, Cu
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_shared_memory, iterate, read_from_shared_memory
 
+from maml_rl.envs.batch_stepping import BatchSteppedEnv
 from maml_rl.envs.factory import make_env
 
 from .errors import PoolStateError, SamplerClosedError
@@ -64,9 +65,11 @@ class MultiTaskVectorEnv(VectorEnv):
     :param step_timeout: seconds a worker may take over one command (a step, a reset, a call) before
         it is killed and the call raises ``StepTimeoutError`` naming it, the env and its task; the vector
         env is then closed. ``None`` (default): wait forever.
-    :param mujoco_batch: the MuJoCo fast path, as the sampler's: each worker advances its envs in one
-        ``mujoco.batch`` call per step, with the same observations, rewards, flags and infos, for envs
-        that implement ``VectorisedMujocoEnv`` (the HalfCheetah and Ant families) under MuJoCo >= 4.
+    :param mujoco_batch: the fast path, as the sampler's, under MuJoCo >= 4, with the same observations,
+        rewards, flags and infos: each worker advances its envs in one ``mujoco.batch`` call per step for envs
+        that implement ``VectorisedMujocoEnv`` (the HalfCheetah and Ant families), or through the envs' own
+        stepper for those that implement ``BatchSteppedEnv`` (Meta-World's benchmarks: each task class's envs
+        of a worker step together; docs/vector.md says when they step one at a time instead).
         ``None`` (default): where possible (a worker whose envs differ in class steps them one at a time);
         ``True``: required (refused, naming why, where it cannot); ``False``: never.
     """
@@ -123,26 +126,31 @@ class MultiTaskVectorEnv(VectorEnv):
 
         if mujoco_batch not in (None, True, False):
             raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {mujoco_batch!r}")
+        own_stepper = isinstance(env.unwrapped, BatchSteppedEnv)
         if mujoco_batch is not False:
-            from .workers.batched_child_env import batch_support
+            from .workers.batched_child_env import fast_path_support
 
-            reason = batch_support(env)
+            reason = fast_path_support(env)
             if reason is not None and mujoco_batch:
-                raise ValueError(f"mujoco_batch=True, but the MuJoCo fast path cannot step these envs: {reason}; "
+                path = "the fast path" if own_stepper else "the MuJoCo fast path"
+                raise ValueError(f"mujoco_batch=True, but {path} cannot step these envs: {reason}; "
                                  "leave mujoco_batch at None to step them one at a time")
             mujoco_batch = mujoco_batch if reason is None else False
-        #: Whether the envs step through the MuJoCo fast path (each worker's whose envs all allow it, with None).
+        #: Whether the envs step through the fast path (each worker's whose envs all allow it, with None): the
+        #: MuJoCo fast path's one ``mujoco.batch`` call, or the envs' own stepper (Meta-World's benchmarks).
         self.mujoco_batch = mujoco_batch is not False
         if num_workers is None:  # the sampler's default layout (settings.execution.ExecutionSettings.layout)
             cpus = usable_cpus()
-            num_workers = 0 if (self.mujoco_batch or cpus == 1) and self.step_timeout is None else cpus
+            in_process = self.mujoco_batch and (not own_stepper or env.unwrapped.batch_in_process())
+            num_workers = 0 if (in_process or cpus == 1) and self.step_timeout is None else cpus
         if batch_threads is not None and num_workers != 0:
             raise ValueError(f"batch_threads applies when the envs step in this process (num_workers=0), not with "
                              f"{num_workers} worker processes, each of which steps its envs on one thread")
         #: Worker processes; 0 when the envs step in this process.
         self.num_workers = min(num_workers, self.num_envs)
         self._spec = VectorSpec(self.single_observation_space, self.single_action_space, self.num_envs,
-                                max(1, self.num_workers), self.autoreset_mode.value, mujoco_batch)
+                                max(1, self.num_workers), self.autoreset_mode.value, mujoco_batch,
+                                own_stepper and self.mujoco_batch)
         try:
             if self.num_workers == 0:
                 self._pool = InProcessVectorPool(self.env_fns, self._spec, batch_threads or usable_cpus())

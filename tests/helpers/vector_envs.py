@@ -1,7 +1,8 @@
 """Small envs for the vector env's tests: each draws its episode lengths and rewards from its
 own ``np_random`` (so seeds show), ends episodes by termination and by truncation, and returns
 infos of every kind gymnasium's vector infos handle (ints, floats, bools, numpy numbers and
-arrays, nested dicts, strings), some only on some steps (so the ``_key`` masks matter)."""
+arrays, nested dicts, strings), some only on some steps (so the ``_key`` masks matter); and
+:func:`assert_same`, the tests' bit-for-bit comparison of what two vector envs return."""
 
 from __future__ import annotations
 
@@ -190,3 +191,27 @@ class TextOneOfEnv(_Episodes):
     def step(self, action):
         terminated, truncated = self._advance()
         return self._observation(), float(np.sum(action)), terminated, truncated, self._info()
+
+
+def assert_same(ours, reference, where="result"):
+    """Equal bit for bit: the same types, dtypes, shapes, bytes, and dict keys in the same order."""
+    if isinstance(reference, dict):
+        assert isinstance(ours, dict), f"{where}: {type(ours).__name__} instead of a dict"
+        assert list(ours) == list(reference), f"{where}: keys {list(ours)} != {list(reference)}"
+        for key in reference:
+            assert_same(ours[key], reference[key], f"{where}[{key!r}]")
+    elif isinstance(reference, tuple):
+        assert isinstance(ours, tuple) and len(ours) == len(reference), f"{where}: {ours!r} != {reference!r}"
+        for i, (a, b) in enumerate(zip(ours, reference)):
+            assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(reference, np.ndarray):
+        assert isinstance(ours, np.ndarray), f"{where}: {type(ours).__name__} instead of an array"
+        assert (ours.dtype, ours.shape) == (reference.dtype, reference.shape), \
+            f"{where}: {ours.dtype}{ours.shape} != {reference.dtype}{reference.shape}"
+        if reference.dtype == object:
+            for i, (a, b) in enumerate(zip(ours, reference)):
+                assert_same(a, b, f"{where}[{i}]")
+        else:
+            assert ours.tobytes() == reference.tobytes(), f"{where}: {ours} != {reference}"
+    else:
+        assert type(ours) is type(reference) and ours == reference, f"{where}: {ours!r} != {reference!r}"

@@ -17,35 +17,11 @@ from maml_rl.samplers.workers.processes import usable_cpus
 from maml_rl.samplers.workers.batched_child_env import mujoco_batch
 from maml_rl.samplers.workers.vector_child_env import InfoColumns
 
-from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv
+from helpers.vector_envs import BoxEnv, DiscreteEnv, StructuredEnv, TextOneOfEnv, assert_same
 
 pytestmark = pytest.mark.processes
 
 MODES = list(AutoresetMode)
-
-
-def assert_same(ours, reference, where="result"):
-    """Equal bit for bit: the same types, dtypes, shapes, bytes, and dict keys in the same order."""
-    if isinstance(reference, dict):
-        assert isinstance(ours, dict), f"{where}: {type(ours).__name__} instead of a dict"
-        assert list(ours) == list(reference), f"{where}: keys {list(ours)} != {list(reference)}"
-        for key in reference:
-            assert_same(ours[key], reference[key], f"{where}[{key!r}]")
-    elif isinstance(reference, tuple):
-        assert isinstance(ours, tuple) and len(ours) == len(reference), f"{where}: {ours!r} != {reference!r}"
-        for i, (a, b) in enumerate(zip(ours, reference)):
-            assert_same(a, b, f"{where}[{i}]")
-    elif isinstance(reference, np.ndarray):
-        assert isinstance(ours, np.ndarray), f"{where}: {type(ours).__name__} instead of an array"
-        assert (ours.dtype, ours.shape) == (reference.dtype, reference.shape), \
-            f"{where}: {ours.dtype}{ours.shape} != {reference.dtype}{reference.shape}"
-        if reference.dtype == object:
-            for i, (a, b) in enumerate(zip(ours, reference)):
-                assert_same(a, b, f"{where}[{i}]")
-        else:
-            assert ours.tobytes() == reference.tobytes(), f"{where}: {ours} != {reference}"
-    else:
-        assert type(ours) is type(reference) and ours == reference, f"{where}: {ours!r} != {reference!r}"
 
 
 def drive(env_fns, mode, *, steps=30, seed=5, tasks=None, actions_dtype=None, **kwargs):

@@ -3,7 +3,8 @@
 For envs that implement ``maml_rl.envs.vectorised.VectorisedMujocoEnv`` (the HalfCheetah and Ant
 families), :class:`BatchedVectorChildEnv` steps a worker's envs as the sampler's fast path does
 (``batched_child_env``): one ``Batch.step`` over every env stepped, then the observations, rewards,
-terminations and step infos as array arithmetic, bit for bit those of ``env.step``. Everything else is
+terminations and step infos as array arithmetic, bit for bit those of ``env.step`` (the step loop, with its
+autoreset modes, is ``fast_vector_child_env``'s). Everything else is
 :class:`~.vector_child_env.VectorChildEnv`'s: each env's own ``reset`` (its noise, from its own
 generator) whose state is copied into the env's simulation, its task, gymnasium's three autoreset modes
 and the ``TimeLimit`` of ``gymnasium.make``, counted here. Before a ``call`` or ``set_attr`` each env's
@@ -18,14 +19,14 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import mujoco
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from .batched_child_env import _RESET_STATE, batch_support, copy_reset_state, mujoco_batch
 from .child_env import time_limit
-from .vector_child_env import InfoColumns, Infos, VectorChildEnv, VectorSpec, VectorViews
+from .fast_vector_child_env import FastVectorChildEnv, StepInfos
+from .vector_child_env import InfoColumns, Infos, VectorSpec, VectorViews
 
 
-class BatchedVectorChildEnv(VectorChildEnv):
+class BatchedVectorChildEnv(FastVectorChildEnv):
     """A :class:`VectorChildEnv` whose envs step through one ``mujoco.batch.Batch``."""
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], num_envs: int, buffers: VectorViews, index: int,
@@ -52,7 +53,6 @@ class BatchedVectorChildEnv(VectorChildEnv):
         self.reset_state = {name: self.batch.bind(name) for name in _RESET_STATE}
         self.ctrl = self.batch.bind("ctrl")
         self.elapsed = np.zeros(n, dtype=np.int64)  # steps of each env's episode (its TimeLimit)
-        self.all_ids = np.arange(n, dtype=np.int32)
         self._read_tasks()
         # Each env's own MjData holds its simulation's state (false once the batch has stepped it).
         self.synced = True
@@ -85,66 +85,16 @@ class BatchedVectorChildEnv(VectorChildEnv):
         """Step every env with its action from shared memory (one copy of the worker's rows)."""
         return self._step(self.actions[self.range.start:self.range.stop].copy())
 
-    def _step(self, actions: Sequence[Any]) -> Union[Infos, InfoColumns, None]:
-        if self.batch is None:
-            return super()._step(actions)
-        b, lo, mode = self.buffers, self.range.start, self.mode
-        n = len(self.envs)
-        self.current_operation = "step"
-        # NEXT_STEP: an env whose episode ended resets in this step instead of stepping.
-        resetting = self.autoreset.copy() if mode is AutoresetMode.NEXT_STEP else np.zeros(n, dtype=np.bool_)
-        ids = self.all_ids if not resetting.any() else np.flatnonzero(~resetting).astype(np.int32)
-        step_infos: dict = {}
-        observations = rewards = terminated = truncated = None
-        if len(ids):
-            observations, rewards, terminated, truncated = self._advance(ids, actions, step_infos)
-            if len(ids) == n and not (mode is AutoresetMode.SAME_STEP and (terminated.any() or truncated.any())):
-                # No env resets in this step: the whole range at once, as the loop below would write it.
-                rows = slice(lo, lo + n)
-                b.rewards[rows], b.terminated[rows], b.truncated[rows] = rewards, terminated, truncated
-                np.logical_or(terminated, truncated, out=self.autoreset)
-                if self.flat_shape is not None:
-                    b.observations[rows] = observations
-                else:
-                    for i in range(n):
-                        self._write(lo + i, observations[i])
-                if not step_infos:
-                    return None
-                columns = np.empty((n, len(step_infos)), dtype=np.float64)
-                for j, values in enumerate(step_infos.values()):
-                    columns[:, j] = values  # what float(values[k]) gives, env by env
-                return InfoColumns(lo, tuple(step_infos), columns)
-        infos: Infos = []
-        k = 0  # the row of env i among the stepped ones
-        for i in range(n):
-            g = self.current_env = lo + i
-            if resetting[i]:
-                self.current_operation = "reset (autoreset)"
-                observation, info = self.envs[i].reset()
-                self._copy_reset_state(np.asarray([i], dtype=np.int32))
-                self.current_operation = "step"
-                b.rewards[g], b.terminated[g], b.truncated[g] = 0.0, False, False
-            else:
-                observation = observations[k]
-                b.rewards[g], b.terminated[g], b.truncated[g] = rewards[k], terminated[k], truncated[k]
-                info = {key: float(values[k]) for key, values in step_infos.items()}
-                k += 1
-                if mode is AutoresetMode.SAME_STEP and (b.terminated[g] or b.truncated[g]):
-                    infos.append((g, {"final_obs": observation, "final_info": info}))
-                    self.current_operation = "reset (autoreset)"
-                    observation, info = self.envs[i].reset()
-                    self._copy_reset_state(np.asarray([i], dtype=np.int32))
-                    self.current_operation = "step"
-            self._write(g, observation)
-            self.autoreset[i] = b.terminated[g] or b.truncated[g]
-            if info:
-                infos.append((g, info))
-        self.current_env = None
-        return infos or None
+    def _fast(self) -> bool:
+        return self.batch is not None
 
-    def _advance(self, ids: np.ndarray, actions: Sequence[Any], step_infos: dict) -> tuple:
-        """Step the simulations ``ids`` one env step; their observations, rewards, terminations and
-        truncations (rows in the order of ``ids``), and their step infos into ``step_infos``."""
+    def _reset_env(self, i: int) -> Tuple[Any, dict]:
+        observation, info = self.envs[i].reset()
+        self._copy_reset_state(np.asarray([i], dtype=np.int32))
+        return observation, info
+
+    def _advance(self, ids: np.ndarray, actions: Sequence[Any]
+                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Optional[StepInfos]]:
         self.synced = False
         vector, n = self.vector, len(self.envs)
         every = len(ids) == n
@@ -163,11 +113,18 @@ class BatchedVectorChildEnv(VectorChildEnv):
         observations = np.empty((len(ids), *self.space.shape), dtype=self.space.dtype)
         if not every:
             fields = {name: field[rows] for name, field in self.fields.items()}
+        step_infos: dict = {}
         rewards, terminated = vector.vector_outputs(fields, before, controls, tasks, observations, step_infos)
         self.elapsed[ids] += 1
         truncated = self.elapsed[ids] >= self.time_limit if self.time_limit is not None \
             else np.zeros(len(ids), dtype=np.bool_)
-        return observations, rewards, terminated, truncated
+        infos = None
+        if step_infos:
+            values = np.empty((len(ids), len(step_infos)), dtype=np.float64)
+            for j, column in enumerate(step_infos.values()):
+                values[:, j] = column  # what float(column[k]) gives, env by env
+            infos = StepInfos(tuple(step_infos), values)
+        return observations, rewards, terminated, truncated, infos
 
     def _sync(self) -> None:
         """Give each env's own ``MjData`` its simulation's state (for a call that reads the env)."""

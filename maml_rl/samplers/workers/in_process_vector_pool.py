@@ -1,8 +1,9 @@
 """The vector env's envs stepped in the calling process (``MultiTaskVectorEnv(num_workers=0)``).
 
-One stepper holds every env: a :class:`~.vector_child_env.VectorChildEnv`, or on the MuJoCo fast path
+One stepper holds every env: a :class:`~.vector_child_env.VectorChildEnv`, or on the fast path
 a :class:`~.batched_vector_child_env.BatchedVectorChildEnv` whose one ``mujoco.batch`` call a step runs
-its simulations on ``batch_threads`` threads (in C, without the GIL). No wake-ups, no pipe, no pickled
+its simulations on ``batch_threads`` threads (in C, without the GIL), or for envs with their own stepper
+(Meta-World's) a :class:`~.stepper_vector_child_env.StepperVectorChildEnv`. No wake-ups, no pipe, no pickled
 replies: where the physics is cheap next to a process hand-off (a few dozen MuJoCo envs), this is the
 fastest layout, as it is for the sampler (``InProcessPool``). The calls and replies are
 ``VectorEnvPool``'s, so ``MultiTaskVectorEnv`` drives either. Torch-free.
@@ -15,6 +16,7 @@ from typing import Any, Callable, Dict, List, Sequence
 
 from ..errors import WorkerError
 from .vector_child_env import VectorBuffers, VectorChildEnv, VectorSpec
+from .vector_children import fast_child_env
 
 
 class InProcessVectorPool:
@@ -32,10 +34,8 @@ class InProcessVectorPool:
         self.buffers = VectorBuffers.allocate(spec, spec.num_envs, 1, ctx=None)
         self.views = self.buffers.views()
         if spec.mujoco_batch is not False:
-            from .batched_vector_child_env import BatchedVectorChildEnv  # needs mujoco: only when asked for
-
-            self.child = self._run(lambda: BatchedVectorChildEnv(env_fns, spec.num_envs, self.views, 0, spec,
-                                                                 nthread=batch_threads))
+            fast = fast_child_env(spec)
+            self.child = self._run(lambda: fast(env_fns, spec.num_envs, self.views, 0, spec, nthread=batch_threads))
         else:
             self.child = self._run(lambda: VectorChildEnv(env_fns, spec.num_envs, self.views, 0, spec))
         self._reply: Any = None

@@ -60,8 +60,10 @@ class VectorSpec:
     :param num_envs: envs over all workers.
     :param num_workers: worker processes; worker ``w`` steps envs ``ranges[w]``.
     :param autoreset_mode: gymnasium's ``AutoresetMode`` value.
-    :param mujoco_batch: step through the MuJoCo fast path (``batched_vector_child_env``): ``True``
-        required, ``None`` where every env of a worker can, ``False`` never.
+    :param mujoco_batch: step through the fast path (``batched_vector_child_env``, or
+        ``stepper_vector_child_env`` with ``own_stepper``): ``True`` required, ``None`` where every env of a
+        worker can, ``False`` never.
+    :param own_stepper: the envs make their own stepper (``BatchSteppedEnv``: Meta-World's benchmarks).
     """
 
     observation_space: gym.Space
@@ -70,6 +72,7 @@ class VectorSpec:
     num_workers: int
     autoreset_mode: str
     mujoco_batch: Optional[bool] = False
+    own_stepper: bool = False
 
     @property
     def ranges(self) -> List[range]:
@@ -156,20 +159,23 @@ Infos = List[Tuple[int, dict]]
 @dataclass(frozen=True)
 class InfoColumns:
     """The step infos of envs ``start, start + 1, ...`` when each has the same keys, in the same order,
-    with float values: ``values[i, j]`` is env ``start + i``'s value of ``keys[j]``. One array crosses
+    with float, int or bool values: ``values[i, j]`` is env ``start + i``'s value of ``keys[j]``. One array crosses
     the pipe instead of a dict per env, and the vector env writes each key's column into its infos
     at once, which is what gymnasium's ``_add_info`` builds from the dicts env by env."""
 
     start: int
     keys: Tuple[str, ...]
     values: np.ndarray  # (n, len(keys)) float64
+    #: The type of the first env's value of each key (bool, int or float); empty: all float.
+    types: Tuple[type, ...] = ()
 
     def add_to(self, infos: dict, num_envs: int) -> None:
-        """``VectorEnv._add_info`` of each env's infos, a key at a time: the same arrays (float64, as
-        ``_add_info`` makes them for a float), the same masks and the same order of keys."""
+        """``VectorEnv._add_info`` of each env's infos, a key at a time: the same arrays (of the first value's
+        type, as ``_add_info`` makes them; the other values cast into it), the same masks and the same order of
+        keys."""
         rows = slice(self.start, self.start + len(self.values))
         for j, key in enumerate(self.keys):
-            array = infos[key] if key in infos else np.zeros(num_envs, dtype=float)
+            array = infos[key] if key in infos else np.zeros(num_envs, dtype=self.types[j] if self.types else float)
             array[rows] = self.values[:, j]
             mask = infos[f"_{key}"] if f"_{key}" in infos else np.zeros(num_envs, dtype=np.bool_)
             mask[rows] = True

@@ -18,6 +18,7 @@ from ..errors import WorkerDiedError
 from .entry import REPLIED, REQUEST, RESET, RESET_TASK
 from .pools import LIVENESS_CHECK_INTERVAL, ChildEnvPool
 from .vector_child_env import VectorBuffers, VectorChildEnv, VectorSpec
+from .vector_children import fast_child_env
 
 
 class VectorEnvPool(ChildEnvPool):
@@ -35,9 +36,7 @@ class VectorEnvPool(ChildEnvPool):
     def __init__(self, env_fns: Sequence[Any], spec: VectorSpec, start_method: str,
                  step_timeout: Optional[float] = None):
         if spec.mujoco_batch is not False:
-            from .batched_vector_child_env import BatchedVectorChildEnv  # needs mujoco: only when asked for
-
-            self.stepper = BatchedVectorChildEnv
+            self.stepper = fast_child_env(spec)
         super().__init__(cloudpickle.dumps(list(env_fns)), spec.num_workers, spec.num_envs, spec, start_method,
                          step_timeout=step_timeout)
         self.spec = spec

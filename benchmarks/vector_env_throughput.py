@@ -16,6 +16,10 @@ HalfCheetahVel-v5 envs (one task per env, autoreset ``NEXT_STEP``, episodes of 2
 * with ``--metaworld``, the same three on Meta-World ML10's 20 test envs built as metaworld-algorithms
   builds them (Meta-World's ``make_vec``, ``SAME_STEP``; its SyncVectorEnv, and the others over its env
   functions);
+* with ``--ml1 NAME``, on ``--ml1-envs`` envs of our ``MetaWorld-ML1-NAME`` (one goal per env, episodes of 500
+  steps): ``MultiTaskVectorEnv`` in its default layout (each class's envs stepped together in this process),
+  with ``mujoco_batch=False`` (one env at a time) in this process and in ``--workers`` workers, and with
+  ``--workers`` workers each stepping its envs together; and ``SyncVectorEnv`` and ``AsyncVectorEnv``;
 * envpool's ``HalfCheetah-v5`` (``num_threads=--workers``, synchronous), if envpool is
   installed: gymnasium's model without the task's reward (so not the same env), and shorter
   observations, zero-padded for the MLP.
@@ -33,6 +37,7 @@ Usage::
     python benchmarks/vector_env_throughput.py                      # N = 16, 64, 256
     python benchmarks/vector_env_throughput.py --envs 16 --rounds 3 --steps 100
     python benchmarks/vector_env_throughput.py --envs --metaworld                # Meta-World ML10 only
+    python benchmarks/vector_env_throughput.py --envs --ml1 push-v3 --ml1-envs 20  # Meta-World ML1 push only
 """
 
 from __future__ import annotations
@@ -202,6 +207,29 @@ def metaworld_contenders(workers: int) -> List[Contender]:
             Contender("AsyncVectorEnv(shared_memory)", envs, policy, obs_size)]
 
 
+def ml1_contenders(name: str, num_envs: int, workers: int, async_max_envs: int) -> List[Contender]:
+    """``num_envs`` envs of ``MetaWorld-ML1-<name>``, one goal each, stepped by each of the module's contenders."""
+    env_fn = make_env(f"MetaWorld-ML1-{name}")
+    probe = MultiTaskVectorEnv([env_fn], num_workers=0)
+    tasks = probe.sample_tasks(num_envs, seed=0)
+    obs_size, act_size = probe.single_observation_space.shape[0], probe.single_action_space.shape[0]
+    probe.close()
+    policy = mlp(obs_size, act_size)
+    built = []
+    for label, kwargs in (("default layout", {}), ("in process, per env", {"num_workers": 0, "mujoco_batch": False}),
+                          (f"{workers} workers, per env", {"num_workers": workers, "mujoco_batch": False}),
+                          (f"{workers} workers, batched", {"num_workers": workers})):
+        envs = MultiTaskVectorEnv([env_fn] * num_envs, start_method="fork", **kwargs)
+        envs.reset_tasks(tasks)
+        built.append(Contender(f"MultiTaskVectorEnv({label})", envs, policy, obs_size))
+    with_tasks = [WithTask(env_fn, task) for task in tasks]
+    built.append(Contender("SyncVectorEnv", gym.vector.SyncVectorEnv(with_tasks), policy, obs_size))
+    if num_envs <= async_max_envs:
+        envs = gym.vector.AsyncVectorEnv(with_tasks, shared_memory=True, context="fork")
+        built.append(Contender("AsyncVectorEnv(shared_memory)", envs, policy, obs_size))
+    return built
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", type=int, nargs="*", default=[16, 64, 256], help="HalfCheetahVel env counts")
@@ -210,11 +238,16 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--async-max-envs", type=int, default=64)
     parser.add_argument("--metaworld", action="store_true", help="also Meta-World ML10's 20 test envs")
+    parser.add_argument("--ml1", metavar="NAME", help="also Meta-World ML1's NAME (push-v3, reach-v3, ...)")
+    parser.add_argument("--ml1-envs", type=int, default=20, help="envs of --ml1")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     configs = [(f"{ENV_ID}, {n} envs", partial(contenders, n, args.workers, args.async_max_envs)) for n in args.envs]
     if args.metaworld:
         configs.append(("Meta-World ML10 test, 20 envs", partial(metaworld_contenders, args.workers)))
+    if args.ml1:
+        configs.append((f"MetaWorld-ML1-{args.ml1}, {args.ml1_envs} envs",
+                        partial(ml1_contenders, args.ml1, args.ml1_envs, args.workers, args.async_max_envs)))
     for title, build in configs:
         print(f"{title}, {args.steps} steps x {args.rounds} rounds")
         built = build()

@@ -98,14 +98,16 @@ def scripted_actions(reference, observations):
     return np.asarray(actions, dtype=np.float32)
 
 
-@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
-@pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)], ids=["in process", "2 workers"])
+# Every autoreset mode in this process; in two workers (the same code on each worker's envs), one mode.
+ML1_CASES = [*(pytest.param(mode, 0, id=f"{mode.value}-in process") for mode in AutoresetMode),
+             pytest.param(AutoresetMode.NEXT_STEP, 2, marks=pytest.mark.slow, id="NextStep-2 workers")]
+
+
+@pytest.mark.parametrize(("mode", "num_workers"), ML1_CASES)
 def test_ml1_as_sync_vector_env(mode, num_workers):
     """Four push envs, one batch (or two of two in two workers, which step one at a time: stepper.MIN_GROUP);
     a 7-step time limit ends every episode thrice; a call after step 9 unbinds the envs, which step one at a time
     until each has been reset, then as one batch again."""
-    if num_workers and mode is not AutoresetMode.NEXT_STEP:
-        pytest.skip("the worker processes' path is the same for every mode; one mode is enough")
     ended, groups = drive("MetaWorld-ML1-push-v3", 4, mode, steps=24, num_workers=num_workers, max_episode_steps=7,
                           call_at=(9,))
     assert ended == 12

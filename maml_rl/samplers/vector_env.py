@@ -21,7 +21,6 @@ from gymnasium.error import (AlreadyPendingCallError, ClosedEnvironmentError, Cu
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_shared_memory, iterate, read_from_shared_memory
 
-from maml_rl.envs.batch_stepping import BatchSteppedEnv
 from maml_rl.envs.factory import make_env
 
 from .errors import PoolStateError, SamplerClosedError
@@ -30,6 +29,7 @@ from .settings.execution import _start_method, checked_step_timeout
 from .workers.processes import usable_cpus
 from .workers.in_process_vector_pool import InProcessVectorPool
 from .workers.vector_child_env import InfoColumns, VectorSpec, fits_buffer, read_copies
+from .workers.vector_children import fast_path_choice
 from .workers.vector_pool import VectorEnvPool
 
 __all__ = ["MultiTaskVectorEnv", "VectorEnvClosedError", "VectorResetNeeded", "make_vector_env"]
@@ -126,22 +126,12 @@ class MultiTaskVectorEnv(VectorEnv):
 
         if mujoco_batch not in (None, True, False):
             raise ValueError(f"mujoco_batch must be None (where possible), True or False, got {mujoco_batch!r}")
-        own_stepper = isinstance(env.unwrapped, BatchSteppedEnv)
-        if mujoco_batch is not False:
-            from .workers.batched_child_env import fast_path_support
-
-            reason = fast_path_support(env)
-            if reason is not None and mujoco_batch:
-                path = "the fast path" if own_stepper else "the MuJoCo fast path"
-                raise ValueError(f"mujoco_batch=True, but {path} cannot step these envs: {reason}; "
-                                 "leave mujoco_batch at None to step them one at a time")
-            mujoco_batch = mujoco_batch if reason is None else False
+        mujoco_batch, own_stepper, in_process = fast_path_choice(env, mujoco_batch)
         #: Whether the envs step through the fast path (each worker's whose envs all allow it, with None): the
         #: MuJoCo fast path's one ``mujoco.batch`` call, or the envs' own stepper (Meta-World's benchmarks).
         self.mujoco_batch = mujoco_batch is not False
         if num_workers is None:  # the sampler's default layout (settings.execution.ExecutionSettings.layout)
             cpus = usable_cpus()
-            in_process = self.mujoco_batch and (not own_stepper or env.unwrapped.batch_in_process())
             num_workers = 0 if (in_process or cpus == 1) and self.step_timeout is None else cpus
         if batch_threads is not None and num_workers != 0:
             raise ValueError(f"batch_threads applies when the envs step in this process (num_workers=0), not with "
@@ -150,7 +140,7 @@ class MultiTaskVectorEnv(VectorEnv):
         self.num_workers = min(num_workers, self.num_envs)
         self._spec = VectorSpec(self.single_observation_space, self.single_action_space, self.num_envs,
                                 max(1, self.num_workers), self.autoreset_mode.value, mujoco_batch,
-                                own_stepper and self.mujoco_batch)
+                                own_stepper)
         try:
             if self.num_workers == 0:
                 self._pool = InProcessVectorPool(self.env_fns, self._spec, batch_threads or usable_cpus())

@@ -137,13 +137,8 @@ class BatchedVectorChildEnv(FastVectorChildEnv):
             mujoco.mj_forward(env.unwrapped.model, data)
         self.synced = True
 
-    def _call(self, name: str, args: tuple, kwargs: dict) -> list:
+    def _before_call(self) -> None:
         self._sync()
-        return super()._call(name, args, kwargs)
-
-    def _set_attr(self, name: str, values: Sequence[Any]) -> None:
-        self._sync()
-        super()._set_attr(name, values)
 
     def close(self) -> None:
         super().close()

@@ -276,14 +276,20 @@ def _bad_observation(env: Any, observation: Any, shape: tuple, call: str) -> str
     )
 
 
-def time_limit(env: Any) -> Optional[int]:
-    """The ``max_episode_steps`` of the outermost gymnasium ``TimeLimit`` around ``env``, if any."""
+def time_limit_wrapper(env: Any) -> Optional[gym.wrappers.TimeLimit]:
+    """The outermost gymnasium ``TimeLimit`` around ``env``, if any."""
     wrapper = env
     while isinstance(wrapper, gym.Wrapper):
         if isinstance(wrapper, gym.wrappers.TimeLimit):
-            return int(wrapper._max_episode_steps)
+            return wrapper
         wrapper = wrapper.env
     return None
+
+
+def time_limit(env: Any) -> Optional[int]:
+    """The ``max_episode_steps`` of the outermost gymnasium ``TimeLimit`` around ``env``, if any."""
+    wrapper = time_limit_wrapper(env)
+    return None if wrapper is None else int(wrapper._max_episode_steps)
 
 
 def assign_slots(num_slots: int, num_workers: int) -> List[range]:

@@ -137,3 +137,15 @@ class FastVectorChildEnv(VectorChildEnv):
                 infos.append((g, info))
         self.current_env = None
         return infos or None
+
+    def _before_call(self) -> None:
+        """Before a ``call`` or ``set_attr``: give each env its own state, as its own steps would have left it."""
+        raise NotImplementedError
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list:
+        self._before_call()
+        return super()._call(name, args, kwargs)
+
+    def _set_attr(self, name: str, values: Sequence[Any]) -> None:
+        self._before_call()
+        super()._set_attr(name, values)

@@ -23,6 +23,7 @@ from gymnasium.vector import AutoresetMode
 from maml_rl.envs.batch_stepping import BatchSteppedEnv
 
 from .batched_child_env import fast_path_support
+from .child_env import time_limit_wrapper
 from .fast_vector_child_env import FastVectorChildEnv, StepInfos
 from .vector_child_env import InfoColumns, Infos, VectorSpec, VectorViews
 
@@ -39,15 +40,6 @@ def stepper_support(envs: Sequence[gym.Env]) -> Optional[str]:
         reason = fast_path_support(env)
         if reason is not None:
             return reason
-    return None
-
-
-def _time_limit_wrapper(env: gym.Env) -> Optional[gym.wrappers.TimeLimit]:
-    wrapper = env
-    while isinstance(wrapper, gym.Wrapper):
-        if isinstance(wrapper, gym.wrappers.TimeLimit):
-            return wrapper
-        wrapper = wrapper.env
     return None
 
 
@@ -79,7 +71,7 @@ class StepperVectorChildEnv(FastVectorChildEnv):
                                 "say its infos' types (BatchStepper.all_info_keys); leave mujoco_batch at None to step "
                                 "them one at a time")
             return
-        self.limits = [_time_limit_wrapper(env) for env in self.envs]
+        self.limits = [time_limit_wrapper(env) for env in self.envs]
         never = np.iinfo(np.int64).max
         self.max_steps = np.array([never if w is None else int(w._max_episode_steps) for w in self.limits])
         self.elapsed = np.zeros(n, dtype=np.int64)  # steps of each env's episode while bound (its TimeLimit's)
@@ -178,15 +170,8 @@ class StepperVectorChildEnv(FastVectorChildEnv):
         return observations, rewards, terminated, truncated, StepInfos(self.info_keys, values,
                                                                        self.stepper.info_types())
 
-    # -- calls -----------------------------------------------------------------
-
-    def _call(self, name: str, args: tuple, kwargs: dict) -> list:
+    def _before_call(self) -> None:
         self._unbind()
-        return super()._call(name, args, kwargs)
-
-    def _set_attr(self, name: str, values: Sequence[Any]) -> None:
-        self._unbind()
-        super()._set_attr(name, values)
 
     def close(self) -> None:
         if getattr(self, "stepper", None) is not None:

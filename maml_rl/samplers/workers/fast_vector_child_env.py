@@ -54,12 +54,14 @@ class StepInfos:
         if self.types is None:
             return InfoColumns(start, self.keys, self.values)
         first = self.types[0]
-        if isinstance(first, dict):
+        if isinstance(first, dict) or any(kind not in _COLUMN_TYPES for _, kind in first):
             return None
         order = tuple(key for key, _ in first)
         for types in self.types:
+            if types is first:  # most rows share their class's tuple: one check per step, not per row
+                continue
             if isinstance(types, dict) or any(kind not in _COLUMN_TYPES for _, kind in types) \
-                    or (types is not first and tuple(key for key, _ in types) != order):
+                    or tuple(key for key, _ in types) != order:
                 return None
         # Rows whose types differ from the first's: its types make gymnasium's arrays, and the other rows' values
         # are cast into them, as _add_info does env by env.

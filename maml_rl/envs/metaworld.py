@@ -92,11 +92,12 @@ def _classes(benchmark: str, env_name: str | None, split: str) -> "OrderedDict[s
     return getattr(metaworld.env_dict, f"{benchmark}_V3")[split]
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=64)
 def benchmark_tasks(benchmark: str, env_name: str | None, seed: int) -> dict[str, tuple]:
     """``{"train": (...), "test": (...)}``: each split's goals as ``(env_name, rand_vec)``,
     in Meta-World's order, from ``metaworld.ML1(env_name, seed)`` / ``ML10(seed)`` / ``ML45(seed)``
-    (built once per process: 1.4 s for ML1, 9 s for ML10, 31 s for ML45 on one core)."""
+    (built once per process: 1.4 s for ML1, 9 s for ML10, 31 s for ML45 on one core; the 64 kept hold every
+    ML1 class of a seed, a few hundred kB in all, so a process that visits them all builds none twice)."""
     logger.info("building Meta-World %s task lists (seed %d)", benchmark if env_name is None else f"ML1 {env_name}", seed)
     bench = metaworld.ML1(env_name, seed=seed) if benchmark == "ML1" else getattr(metaworld, benchmark)(seed=seed)
     out = {}

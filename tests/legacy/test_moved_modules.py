@@ -15,28 +15,33 @@ pytestmark = pytest.mark.processes
 PROBE = """
 import importlib, json, sys, warnings
 warnings.simplefilter("always")
-old, new = sys.argv[1], sys.argv[2]
-with warnings.catch_warnings(record=True) as caught:
-    exec(f"import {old} as a")  # an import statement, as a user's script has (its line is "<string>" here)
-    exec(f"import {old} as again")
-b = importlib.import_module(new)
-dupes = sorted(m for m in sys.modules if m.startswith(old + ".") and sys.modules[m] is not
-               sys.modules.get(new + m[len(old):]))
-print(json.dumps({"same": a is b and again is b, "name": a.__name__, "dupes": dupes,
-                  "warnings": [(type(w.message).__name__, str(w.message), w.filename) for w in caught]}))
+pairs = json.loads(sys.argv[1])
+for old, new in pairs:
+    with warnings.catch_warnings(record=True) as caught:
+        exec(f"import {old} as a")  # an import statement, as a user's script has (its line is "<string>" here)
+        exec(f"import {old} as again")
+    b = importlib.import_module(new)
+    dupes = sorted(m for m in sys.modules if m.startswith(old + ".") and sys.modules[m] is not
+                   sys.modules.get(new + m[len(old):]))
+    print(json.dumps({"same": a is b and again is b, "name": a.__name__, "dupes": dupes,
+                      "warnings": [(type(w.message).__name__, str(w.message), w.filename) for w in caught]}))
 """
 
 
-def probe(old: str, new: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROBE, old, new], capture_output=True, text=True, timeout=120)
+def probe_all(pairs: list) -> list:
+    """What importing each ``(old, new)`` pair, in order, in one fresh process saw."""
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(pairs)], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.splitlines()[-len(pairs):]]
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_an_old_path_is_the_moved_module_itself_and_warns_once_at_the_users_line(old):
+def probe(old: str, new: str) -> dict:
+    return probe_all([[old, new]])[0]
+
+
+def check(old: str, seen: dict) -> None:
     new, warns = MOVED_MODULES[old]
-    seen = probe(old, new)
     assert seen["same"] and seen["name"] == new
     assert seen["dupes"] == []
     legacy = [w for w in seen["warnings"] if w[0] == "LegacyAPIWarning"]
@@ -46,6 +51,25 @@ def test_an_old_path_is_the_moved_module_itself_and_warns_once_at_the_users_line
         assert f"it moved to {new}" in message and filename == "<string>"
     else:
         assert legacy == []  # pytorch-maml-rl's maml_rl.baseline, promised unchanged
+
+
+# A process per old path costs ~2 s (torch's import): the quick tier takes one of each kind (unchanged, a
+# package, a module under a moved package) and all of them in one process below; the full tier every one alone.
+QUICK_ALONE = {"maml_rl.baseline", "maml_rl.runs", "maml_rl.metalearners.pearl.state"}
+
+
+@pytest.mark.parametrize("old", [old if old in QUICK_ALONE else pytest.param(old, marks=pytest.mark.slow)
+                                 for old in sorted(MOVED_MODULES)])
+def test_an_old_path_is_the_moved_module_itself_and_warns_once_at_the_users_line(old):
+    check(old, probe(old, MOVED_MODULES[old][0]))
+
+
+@pytest.mark.parametrize("order", ["sorted", "reversed"])
+def test_every_old_path_one_after_another_in_one_process(order):
+    """Each old path still warns once at its own first import when others (and their new modules) came first."""
+    olds = sorted(MOVED_MODULES, reverse=order == "reversed")
+    for old, seen in zip(olds, probe_all([[old, MOVED_MODULES[old][0]] for old in olds])):
+        check(old, seen)
 
 
 def test_a_module_under_a_moved_package_is_not_loaded_twice():

@@ -20,6 +20,9 @@ HalfCheetahVel-v5 envs (one task per env, autoreset ``NEXT_STEP``, episodes of 2
   steps): ``MultiTaskVectorEnv`` in its default layout (each class's envs stepped together in this process),
   with ``mujoco_batch=False`` (one env at a time) in this process and in ``--workers`` workers, and with
   ``--workers`` workers each stepping its envs together; and ``SyncVectorEnv`` and ``AsyncVectorEnv``;
+* with ``--ml10 PER_CLASS``, the same over ``MetaWorld-ML10-v3``'s train mix, PER_CLASS envs of each class
+  (env k a goal of class k % 10); the default layout there is a worker per CPU, each stepping its envs of a
+  class together where it holds at least 3 of them;
 * envpool's ``HalfCheetah-v5`` (``num_threads=--workers``, synchronous), if envpool is
   installed: gymnasium's model without the task's reward (so not the same env), and shorter
   observations, zero-padded for the MLP.
@@ -38,6 +41,7 @@ Usage::
     python benchmarks/vector_env_throughput.py --envs 16 --rounds 3 --steps 100
     python benchmarks/vector_env_throughput.py --envs --metaworld                # Meta-World ML10 only
     python benchmarks/vector_env_throughput.py --envs --ml1 push-v3 --ml1-envs 20  # Meta-World ML1 push only
+    python benchmarks/vector_env_throughput.py --envs --ml10 10     # the ML10 train mix, 10 envs a class
 """
 
 from __future__ import annotations
@@ -212,7 +216,30 @@ def ml1_contenders(name: str, num_envs: int, workers: int, async_max_envs: int) 
     env_fn = make_env(f"MetaWorld-ML1-{name}")
     probe = MultiTaskVectorEnv([env_fn], num_workers=0)
     tasks = probe.sample_tasks(num_envs, seed=0)
-    obs_size, act_size = probe.single_observation_space.shape[0], probe.single_action_space.shape[0]
+    probe.close()
+    return metaworld_id_contenders(env_fn, tasks, workers, async_max_envs)
+
+
+def mix_contenders(per_class: int, workers: int, async_max_envs: int) -> List[Contender]:
+    """``MetaWorld-ML10-v3``'s train mix, ``per_class`` envs of each of its 10 classes (env k a goal of class
+    k % 10, as ``metaworld_throughput.py``'s mix), stepped by each of the module's contenders."""
+    env_fn = make_env("MetaWorld-ML10-v3")
+    probe = env_fn()
+    goals = probe.unwrapped.all_tasks("train")
+    probe.close()
+    per_name: Dict[str, list] = {}
+    for task in goals:
+        per_name.setdefault(task["env_name"], []).append(task)
+    names = list(per_name)
+    tasks = [per_name[names[k % len(names)]][k // len(names)] for k in range(per_class * len(names))]
+    return metaworld_id_contenders(env_fn, tasks, workers, async_max_envs)
+
+
+def metaworld_id_contenders(env_fn, tasks: list, workers: int, async_max_envs: int) -> List[Contender]:
+    """The contenders over one of our ``MetaWorld-*`` ids, env i on ``tasks[i]``."""
+    num_envs = len(tasks)
+    probe = env_fn()
+    obs_size, act_size = probe.observation_space.shape[0], probe.action_space.shape[0]
     probe.close()
     policy = mlp(obs_size, act_size)
     built = []
@@ -227,6 +254,8 @@ def ml1_contenders(name: str, num_envs: int, workers: int, async_max_envs: int) 
     if num_envs <= async_max_envs:
         envs = gym.vector.AsyncVectorEnv(with_tasks, shared_memory=True, context="fork")
         built.append(Contender("AsyncVectorEnv(shared_memory)", envs, policy, obs_size))
+    else:
+        print(f"  AsyncVectorEnv left out at {num_envs} envs (--async-max-envs {async_max_envs})")
     return built
 
 
@@ -240,6 +269,8 @@ def main(argv=None) -> None:
     parser.add_argument("--metaworld", action="store_true", help="also Meta-World ML10's 20 test envs")
     parser.add_argument("--ml1", metavar="NAME", help="also Meta-World ML1's NAME (push-v3, reach-v3, ...)")
     parser.add_argument("--ml1-envs", type=int, default=20, help="envs of --ml1")
+    parser.add_argument("--ml10", type=int, default=0, metavar="PER_CLASS",
+                        help="also Meta-World ML10's train mix, PER_CLASS envs of each of its 10 classes")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     configs = [(f"{ENV_ID}, {n} envs", partial(contenders, n, args.workers, args.async_max_envs)) for n in args.envs]
@@ -248,6 +279,9 @@ def main(argv=None) -> None:
     if args.ml1:
         configs.append((f"MetaWorld-ML1-{args.ml1}, {args.ml1_envs} envs",
                         partial(ml1_contenders, args.ml1, args.ml1_envs, args.workers, args.async_max_envs)))
+    if args.ml10:
+        configs.append((f"MetaWorld-ML10-v3 train mix, {args.ml10} envs a class",
+                        partial(mix_contenders, args.ml10, args.workers, args.async_max_envs)))
     for title, build in configs:
         print(f"{title}, {args.steps} steps x {args.rounds} rounds")
         built = build()

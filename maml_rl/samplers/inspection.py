@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Union
+
+import torch
 
 from .backends.base import RolloutBackend
 from .settings.execution import local_layout
@@ -37,6 +39,15 @@ class SamplerInspection:
         """What the last rollout moved on ``backend="ray"`` (actors, ``puts``, ``put_bytes``,
         ``result_bytes``, ``reruns``: docs/ray.md); empty for the local backend."""
         return self._backend.stats
+
+    def batch_device(self, device: Union[str, torch.device, None] = None) -> Union[str, torch.device]:
+        """Where a rollout given ``device`` places its batches: ``device``, or (``None``) the device of the
+        policy's parameters, so a policy moved to a GPU samples there without being told (the CPU for a policy
+        without parameters)."""
+        if device is not None:
+            return device
+        parameters = self.policy.parameters() if isinstance(self.policy, torch.nn.Module) else ()
+        return next((p.device for p in parameters), torch.device("cpu"))
 
     def describe_backend(self) -> str:
         """Where the rollouts run, in words (for the Ray backend: its actors and their nodes)."""

@@ -184,7 +184,7 @@ class MultiTaskSampler(SamplerInspection):
         tasks = list(tasks)
         if not tasks and not self.closed:
             raise ValueError("rollout() needs at least one task")
-        device = self._device(device)
+        device = self.batch_device(device)
         with self._in_use("rollout"):
             return self._run(tasks, params, device, actions, Trial(), conditioning,
                              lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
@@ -211,7 +211,7 @@ class MultiTaskSampler(SamplerInspection):
         tasks = list(tasks)
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes_per_trial, inputs,
                               reward_scale, chunk, start, self.batch_size, self._checked_inputs)
-        device = self._device(device)
+        device = self.batch_device(device)
         with self._in_use("rollout_trials"):
             return self._run(tasks, params, device, actions, trial, conditioning,
                              lambda trajectories: to_trials(trajectories, tasks, self.workload, gamma, device, trial))
@@ -227,18 +227,10 @@ class MultiTaskSampler(SamplerInspection):
         refuse_recurrent(self.policy, "rollout_transitions")
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes, "observations", 1.0,
                               None, None, self.batch_size, self._checked_inputs)
-        device = self._device(device)
+        device = self.batch_device(device)
         with self._in_use("rollout_transitions"):
             return self._run(tasks, params, device, actions, trial, conditioning,
                              lambda trajectories: to_transitions(trajectories, tasks, self.workload, device))
-
-    def _device(self, device):
-        """``device``, or (``None``) the device of the policy's parameters: a policy moved to a GPU
-        samples there without being told (the CPU for a policy without parameters)."""
-        if device is not None:
-            return device
-        parameters = self.policy.parameters() if isinstance(self.policy, torch.nn.Module) else ()
-        return next((p.device for p in parameters), torch.device("cpu"))
 
     def _run(self, tasks: List[Any], params: ParamsArg, device, actions: str, trial: Trial, conditioning, assemble):
         """One rollout of ``tasks`` through the backend; ``assemble(trajectories)``

@@ -64,7 +64,7 @@ def sample(env_id, policy, *, fast, calls=2, tasks=3, batch_size=2, steps=30, tr
             else:
                 out.append(sampler.rollout_trials(chosen, trials))
         if sampler.num_workers == 0:
-            assert isinstance(sampler._backend.pool.child, StepperChildEnv) is fast
+            assert isinstance(sampler.rollout_backend.pool.child, StepperChildEnv) is fast
             if fast and batched is not None:
                 assert bool(sampler_groups(sampler)) is batched, sampler_groups(sampler)
     return out
@@ -222,7 +222,7 @@ def test_classes_with_few_slots_step_one_env_at_a_time():
 
 def sampler_groups(sampler):
     """The class groups of the in-process sampler's stepper: {class name: rows}."""
-    stepper = sampler._backend.pool.child.stepper
+    stepper = sampler.rollout_backend.pool.child.stepper
     return {type(sawyer.envs[0]).__name__: rows.tolist() for rows, sawyer in stepper.groups}
 
 

@@ -267,9 +267,9 @@ def test_rollouts_default_to_the_device_of_the_policy():
         assert sampler.rollout_transitions(tasks)[0].observations.device == torch.device("cpu")
         assert sampler.rollout_trials(tasks, 2)[0].observations.device == torch.device("cpu")
         policy.to("meta")  # what the default reads, without a GPU here
-        assert sampler._device(None) == torch.device("meta")
-        assert sampler._device("cpu") == "cpu"
-    assert MultiTaskSampler._device(SimpleNamespace(policy=None), None) == torch.device("cpu")
+        assert sampler.batch_device() == torch.device("meta")
+        assert sampler.batch_device("cpu") == "cpu"
+    assert MultiTaskSampler.batch_device(SimpleNamespace(policy=None)) == torch.device("cpu")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

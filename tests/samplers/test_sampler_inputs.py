@@ -117,23 +117,31 @@ def test_env_without_time_limit_runs_and_one_that_never_ends_is_named():
         assert sampler.rollout([{"length": 10**6}])[0].lengths.tolist() == [5, 5]
 
 
+class SlowOncePolicy(NormalMLPPolicy):
+    """A NormalMLPPolicy whose first forward after ``arm()`` waits half a second: a rollout kept busy, through the
+    sampler's public inputs only."""
+
+    def arm(self):
+        self.started = threading.Event()
+
+    def forward(self, *args, **kwargs):
+        started = self.__dict__.pop("started", None)
+        if started is not None:
+            started.set()
+            time.sleep(0.5)  # keeps the first call busy while the second arrives
+        return super().forward(*args, **kwargs)
+
+
 def test_concurrent_use_is_refused_and_harms_nothing():
     """Two threads on one sampler hung for over a minute or blamed the env; now the second is refused at once."""
-    policy = NormalMLPPolicy(2, 2)
+    policy = SlowOncePolicy(2, 2)
     with MultiTaskSampler("2DNavigation-v0", {}, 4, policy, LinearFeatureBaseline(2), seed=3, num_workers=1) as sampler:
         tasks = sampler.sample_tasks(2)
         expected = sample_adapt_sample(MultiTaskSampler("2DNavigation-v0", {}, 4, policy, LinearFeatureBaseline(2),
                                                         seed=3, num_workers=0), tasks, num_steps=1, fast_lr=0.1)
         results = {}
-        started = threading.Event()
-        original = sampler._run
-
-        def slow_rollout(*args, **kwargs):
-            started.set()
-            time.sleep(0.5)  # keeps the first call busy while the second arrives
-            return original(*args, **kwargs)
-
-        sampler._run = slow_rollout
+        policy.arm()
+        started = policy.started
 
         def first():
             results["first"] = sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)

@@ -1,0 +1,44 @@
+"""Which Meta-World classes stand for the others where a test checks what does not depend on the class.
+
+The batched path's row bookkeeping (which rows step, reset, evaluate, read contacts) is shared by every class;
+what is the class's own is its reward module (``SPECS[...].outputs``) and the features it declares. A test of
+layouts (2 or 20 envs, resets in the middle of episodes) runs on :data:`REPRESENTATIVES`: the fewest classes, chosen
+greedily in a fixed order, that cover every reward module and every declared feature, so a class of a new module
+(or a new feature) joins by itself. Each class is still compared with Meta-World's own env to its truncation in the
+tests that run every class.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import metaworld.env_dict
+
+from maml_rl.envs.metaworld_fast.batched import SPECS
+
+ALL_CLASSES = tuple(sorted(metaworld.env_dict.ALL_V3_ENVIRONMENTS))
+
+
+def features(name: str) -> frozenset:
+    """What a class's batched step depends on beyond the shared bookkeeping."""
+    spec = SPECS[metaworld.env_dict.ALL_V3_ENVIRONMENTS[name].__name__]
+    outputs = spec.outputs.func if isinstance(spec.outputs, functools.partial) else spec.outputs
+    found = {("module", outputs.__module__), ("outputs", outputs.__qualname__), ("contacts", spec.contacts),
+             ("target_site", spec.target_site is not None), ("env_values", bool(spec.env_values)),
+             ("objects", len(spec.objects))}
+    return frozenset(found)
+
+
+def representatives(candidates=ALL_CLASSES, *, covering=("module", "contacts", "target_site", "env_values")) -> tuple:
+    """The fewest classes (greedy, ties broken by name) that cover each value of each kind in ``covering``."""
+    wanted = {name: {f for f in features(name) if f[0] in covering} for name in candidates}
+    left = set().union(*wanted.values())
+    chosen = []
+    while left:
+        best = max(sorted(wanted), key=lambda name: len(wanted[name] & left))
+        chosen.append(best)
+        left -= wanted[best]
+    return tuple(sorted(chosen))
+
+
+REPRESENTATIVES = representatives()

@@ -39,8 +39,9 @@ from helpers.process_utils import wait_until_gone
 from helpers.runs import assert_same_policy, load_policy, read_metrics, run
 from helpers.scripts import train
 
-# One small cluster case runs in the quick tier (a Ray cluster of three nodes starts in it); the rest are slow.
-pytestmark = [pytest.mark.ray, pytest.mark.processes]
+# One small cluster case runs in the quick tier (a Ray cluster of three nodes starts in it); the rest are slow. The
+# module's cluster is started once, on one xdist worker.
+pytestmark = [pytest.mark.ray, pytest.mark.processes, pytest.mark.xdist_group("ray")]
 
 # The actors cannot import the tests' helpers package: the test envs travel by value,
 # as code of a user's own main script does.

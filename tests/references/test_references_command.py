@@ -40,3 +40,17 @@ def test_an_unknown_algorithm_is_refused(capsys):
     with pytest.raises(SystemExit):
         main(["bandit", "--algorithms", "gittins"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_the_committed_bandit_references_are_reproduced_by_their_seed():
+    """docs/runs/references: the first tasks of the committed 500 are drawn and played again alike
+    (the bandits' tasks are rows of one uniform draw, so 5 tasks are the first 5 of 500)."""
+    from helpers import ROOT
+
+    committed = np.load(ROOT / "docs/runs/references/bandit-k5-n100.npz")
+    header = json.loads((ROOT / "docs/runs/references/bandit-k5-n100.json").read_text())
+    assert (header["settings"], header["tasks"], header["seed"]) == ({"arms": 5, "pulls": 100}, 500, 100)
+    again = bandit_references(5, 100, 5, 100)
+    for name in ("random", "ucb1", "thompson", "oracle"):
+        assert np.array_equal(committed[f"{name}_arms"][:5], again[name]["arms"]), name
+        assert np.array_equal(committed[f"{name}_rewards"][:5], again[name]["rewards"]), name

@@ -29,12 +29,12 @@ class SparsePointEnv(MetaEnv, gym.Env):
       dense reward ``-d`` masked outside the radius, plus 1 inside, so every reward inside is in
       ``[0.8, 1]`` and a step outside is worth nothing. ``info["success"]`` is 1.0 at a step inside,
       and an episode succeeds when one of its steps does (the sampler carries ``success``).
-    * Never terminates. Horizon 20 when made through gymnasium (oyster's ``max_path_length``):
-      reaching the circle takes 8 steps of 0.1, and the 12 left cover about 1.5 of the arc's pi radians,
-      so one attempt finds about half the goals and a second one, searching the rest, nearly all.
-      Within VariBAD's and HyperX's 100 steps one attempt sweeps the whole arc, and success no longer
-      needs the memory of an earlier attempt. The trials of ``configs/rl2/sparse-point-robot.yaml`` run
-      3 attempts, as VariBAD's and HyperX's ``max_rollouts_per_task``.
+    * Never terminates. Horizon 20 when made through gymnasium (oyster's ``max_path_length``): a
+      searcher that goes out to the circle and along it finds about half the goals in one attempt and,
+      sweeping from the other end in a second, all of them (``tests/envs/test_sparse_point.py``). Within
+      VariBAD's and HyperX's 100 steps one attempt sweeps the whole arc, and success no longer needs the
+      memory of an earlier attempt. The trials of ``configs/rl2/sparse-point-robot.yaml`` run 3 attempts,
+      as VariBAD's and HyperX's ``max_rollouts_per_task``.
     """
 
     metadata = {"render_modes": []}

@@ -107,3 +107,30 @@ def test_bad_tasks_and_actions_are_refused():
     env.reset(seed=0)
     with pytest.raises(ValueError, match="shape"):
         env.step(np.zeros(3))
+
+
+def search(goal, start_angle, direction, steps, radius=0.85):
+    """A scripted searcher: straight out towards ``start_angle`` to ``radius``, then along the arc in
+    ``direction``; True if one of its ``steps`` steps is rewarded."""
+    env = SparsePointEnv(task={"goal": [np.cos(goal), np.sin(goal)]})
+    env.reset(seed=0)
+    position, outward, found = np.zeros(2), True, False
+    for _ in range(steps):
+        outward = outward and np.linalg.norm(position) < radius - 0.02
+        angle = start_angle if outward else np.arctan2(position[1], position[0]) + direction * 0.15
+        target = radius * np.array([np.cos(angle), np.sin(angle)])
+        position, _, _, _, info = env.step(np.clip(target - position, -0.1, 0.1).astype(np.float32))
+        position = position.astype(np.float64)
+        found |= info["success"] == 1.0
+    return found
+
+
+def test_one_20_step_attempt_searches_half_the_arc_and_two_search_all():
+    """Why the horizon is 20 (the env's docstring): a later attempt must use what the first one searched."""
+    goals = np.linspace(0, np.pi, 46)
+    first = np.array([search(g, 0.0, +1, 20) for g in goals])
+    second = np.array([search(g, np.pi, -1, 20) for g in goals])
+    assert 0.45 < first.mean() < 0.6 and 0.45 < second.mean() < 0.6
+    assert np.all(first | second)
+    # In VariBAD's 100 steps one attempt sweeps the whole arc.
+    assert all(search(g, 0.0, +1, 100) for g in goals)

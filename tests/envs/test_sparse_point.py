@@ -4,7 +4,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import maml_rl.envs  # noqa: F401  (registers the ids)
 from maml_rl.envs import SparsePointEnv
 
 

@@ -34,6 +34,8 @@ SIBLINGS = [("maml_rl.samplers.settings", "maml_rl.samplers.rollout")]
 # Top-level packages and what they must never import (samplers and metalearners are siblings).
 FORBIDDEN = {
     "maml_rl.envs": ("maml_rl.samplers", "maml_rl.policies", "maml_rl.metalearners", "torch"),
+    # The classic references play the envs with numpy alone.
+    "maml_rl.references": ("maml_rl.samplers", "maml_rl.policies", "maml_rl.metalearners", "torch"),
     "maml_rl.policies": ("maml_rl.samplers", "maml_rl.metalearners"),
     # The sampler knows rollouts: the algorithm's loop, inner step and losses are the meta-learners'.
     "maml_rl.samplers": ("maml_rl.metalearners", "maml_rl.data.baseline"),
@@ -47,7 +49,7 @@ FORBIDDEN = {
 PACKAGE_RANKS = {
     "maml_rl.utils": 0,
     "maml_rl.envs": 1,
-    "maml_rl.policies": 2,
+    "maml_rl.policies": 2, "maml_rl.references": 2,
     "maml_rl.config": 3,
     "maml_rl.data": 4,
     "maml_rl.samplers": 5, "maml_rl.metalearners": 5,
@@ -57,7 +59,7 @@ PACKAGE_RANKS = {
     "maml_rl.legacy": 8,
 }
 # Other meta-RL code imports the sampler alone; the algorithms take a sampler and never import it.
-PACKAGE_SIBLINGS = [("maml_rl.samplers", "maml_rl.metalearners")]
+PACKAGE_SIBLINGS = [("maml_rl.samplers", "maml_rl.metalearners"), ("maml_rl.policies", "maml_rl.references")]
 # The package root holds only subpackages and __init__.
 ROOT_FILES = {"__init__.py"}
 

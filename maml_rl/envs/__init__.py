@@ -17,6 +17,7 @@ from maml_rl.envs.install_check import BrokenMuJoCoInstallError, check_mujoco_in
 from maml_rl.envs.mdp import TabularMDPEnv
 from maml_rl.envs.meta_env import MetaEnv, validate_task
 from maml_rl.envs.navigation import Navigation2DEnv
+from maml_rl.envs.sparse_point import SparsePointEnv
 from maml_rl.envs.registration import ENV_IDS, METAWORLD_IDS, register_envs
 
 check_mujoco_install()
@@ -31,6 +32,7 @@ __all__ = [
     "GaussianBanditEnv",
     "MetaEnv",
     "Navigation2DEnv",
+    "SparsePointEnv",
     "TabularMDPEnv",
     "UnknownEnvError",
     "make_env",

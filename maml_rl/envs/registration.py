@@ -13,6 +13,7 @@ _MUJOCO = "maml_rl.envs.mujoco"
 # (id, entry point, default kwargs, max_episode_steps)
 _ENV_SPECS: tuple[tuple[str, str, dict, int], ...] = (
     ("2DNavigation-v0", "maml_rl.envs.navigation:Navigation2DEnv", {}, 100),
+    ("SparsePointRobot-v0", "maml_rl.envs.sparse_point:SparsePointEnv", {}, 20),
     *(
         (f"Bandit-K{k}-v0", "maml_rl.envs.bandit:BernoulliBanditEnv", {"k": k}, 1)
         for k in (5, 10, 50)

@@ -20,13 +20,14 @@ pytestmark = [
 MUJOCO_IDS = ["HalfCheetahVel-v5", "HalfCheetahDir-v5", "AntVel-v5", "AntDir-v5", "AntPos-v5"]
 BANDIT_IDS = [i for i in ENV_IDS if "Bandit" in i]
 
-HORIZONS = {"2DNavigation-v0": 100, "TabularMDP-v0": 10}
+HORIZONS = {"2DNavigation-v0": 100, "SparsePointRobot-v0": 20, "TabularMDP-v0": 10}
 HORIZONS.update({i: 1 for i in BANDIT_IDS})
 HORIZONS.update({i: 200 for i in MUJOCO_IDS})
 
 # Per id: the task keys and their shapes, and a checker of the sampled values.
 TASK_SHAPES = {
     "2DNavigation-v0": {"goal": (2,)},
+    "SparsePointRobot-v0": {"goal": (2,)},
     "TabularMDP-v0": {"transitions": (10, 5, 10), "rewards_mean": (10, 5)},
     "HalfCheetahVel-v5": {"velocity": ()},
     "HalfCheetahDir-v5": {"direction": ()},
@@ -39,6 +40,7 @@ for _id in BANDIT_IDS:
 
 IN_RANGE = {
     "2DNavigation-v0": lambda t: np.all(np.abs(t["goal"]) <= 0.5),
+    "SparsePointRobot-v0": lambda t: np.isclose(np.hypot(*t["goal"]), 1.0) and t["goal"][1] >= 0,
     "TabularMDP-v0": lambda t: np.allclose(t["transitions"].sum(-1), 1.0)
     and np.all(t["transitions"] >= 0),
     "HalfCheetahVel-v5": lambda t: 0.0 <= t["velocity"] <= 2.0,
@@ -59,7 +61,7 @@ def tasks_equal(tasks_1, tasks_2):
 
 
 def test_env_ids_are_registered():
-    assert len(ENV_IDS) == 13 and len(set(ENV_IDS)) == 13
+    assert len(ENV_IDS) == 14 and len(set(ENV_IDS)) == 14
     for env_id in ENV_IDS:
         assert env_id in gym.registry
         assert gym.spec(env_id).max_episode_steps == HORIZONS[env_id]

@@ -1,0 +1,95 @@
+"""``python -m maml_rl.references {bandit,mdp} ...``: the references on seeded held-out tasks, printed and
+written as ``--output``.json (summary) and .npz (per-task arrays)."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from maml_rl.references.bandits import BANDIT_AGENTS
+from maml_rl.references.evaluation import (
+    bandit_references,
+    mdp_references,
+    save,
+    summarise_bandits,
+    summarise_mdps,
+)
+from maml_rl.references.mdps import MDP_AGENTS
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m maml_rl.references", description=__doc__)
+    commands = parser.add_subparsers(dest="benchmark", required=True)
+    bandit = commands.add_parser("bandit", help="Bernoulli bandits (BernoulliBanditEnv): UCB1, Thompson sampling")
+    bandit.add_argument("--arms", type=int, default=5)
+    bandit.add_argument("--pulls", type=int, default=100)
+    bandit.add_argument("--algorithms", nargs="+", default=list(BANDIT_AGENTS), choices=list(BANDIT_AGENTS))
+    mdp = commands.add_parser("mdp", help="tabular MDPs (TabularMDPEnv): PSRL")
+    mdp.add_argument("--states", type=int, default=10)
+    mdp.add_argument("--actions", type=int, default=5)
+    mdp.add_argument("--horizon", type=int, default=10, help="steps of an episode")
+    mdp.add_argument("--episodes", type=int, default=10, help="episodes of a trial")
+    mdp.add_argument("--algorithms", nargs="+", default=list(MDP_AGENTS), choices=list(MDP_AGENTS))
+    for command in (bandit, mdp):
+        command.add_argument("--tasks", type=int, default=500, help="held-out tasks")
+        command.add_argument("--seed", type=int, default=100, help="seeds the tasks, rewards and algorithms")
+        command.add_argument("--output", default=None, help="write OUTPUT.json and OUTPUT.npz")
+    return parser.parse_args(argv)
+
+
+def _fmt(stat: dict[str, Any]) -> str:
+    return f"{stat['mean']:8.2f}" + (f" ± {stat['sem']:.2f}" if stat["sem"] is not None else "")
+
+
+def print_bandits(summary: dict[str, Any], pulls: int) -> None:
+    marks = sorted({m for m in (1, 10, pulls // 2, pulls) if 1 <= m <= pulls})
+    print(f"{'algorithm':10} {'total reward':>16} {'regret':>16}  " + "  ".join(f"R({m})" for m in marks))
+    for name, s in summary.items():
+        curve = s["cumulative_regret"]
+        print(f"{name:10} {_fmt(s['total_reward']):>16} {_fmt(s['regret']):>16}  "
+              + "  ".join(f"{curve[m - 1]:.2f}" for m in marks))
+
+
+def print_mdps(summary: dict[str, Any]) -> None:
+    optimal = summary["optimal"]["value_per_episode"]["mean"]
+    print(f"optimal expected return of an episode (mean over tasks): {optimal:.3f}")
+    for name, s in summary.items():
+        if name != "optimal":
+            episodes = " ".join(f"{r:.2f}" for r in s["return_per_episode"])
+            print(f"{name:8} total {_fmt(s['total_return'])}  per episode: {episodes}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    if args.benchmark == "bandit":
+        settings = {"arms": args.arms, "pulls": args.pulls}
+        results = bandit_references(args.arms, args.pulls, args.tasks, args.seed, args.algorithms)
+        summary = summarise_bandits(results)
+        print_bandits(summary, args.pulls)
+    else:
+        settings = {"states": args.states, "actions": args.actions, "horizon": args.horizon,
+                    "episodes": args.episodes}
+        results = mdp_references(args.states, args.actions, args.horizon, args.episodes, args.tasks, args.seed,
+                                 args.algorithms)
+        summary = summarise_mdps(results)
+        print_mdps(summary)
+    seconds = time.perf_counter() - start
+    print(f"{args.tasks} tasks, seed {args.seed}, {seconds:.1f} s")
+    if args.output:
+        argv_text = shlex.join(sys.argv[1:] if argv is None else list(argv))
+        header = {"benchmark": args.benchmark, "command": f"python -m maml_rl.references {argv_text}",
+                  "settings": settings, "tasks": args.tasks, "seed": args.seed,
+                  "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": platform.platform(),
+                  "seconds": round(seconds, 1)}
+        for path in save(args.output, header, summary, results):
+            print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The in-context benchmarks' RL² configs: their trials are the benchmarks' (attempts, horizon), and each
+trains an iteration."""
+
+import json
+
+import gymnasium
+import pytest
+
+import maml_rl.envs  # noqa: F401  (registers the ids)
+from maml_rl.app.config_files import load_config
+
+from helpers import ROOT
+from helpers.scripts import train
+
+# config -> (env, attempts a trial, steps an attempt)
+TRIALS = {
+    "sparse-point-robot": ("SparsePointRobot-v0", 3, 20),
+    "bandit/bandit-k5-n100": ("Bandit-K5-v0", 100, 1),
+    "bandit/bandit-k10-n100": ("Bandit-K10-v0", 100, 1),
+    "tabular-mdp": ("TabularMDP-v0", 10, 10),
+    "metaworld/ml1-reach-3-attempts": ("MetaWorld-ML1-reach-v3", 3, 500),
+    "metaworld/ml1-push-3-attempts": ("MetaWorld-ML1-push-v3", 3, 500),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRIALS))
+def test_a_trial_is_the_benchmarks_attempts(name):
+    config = load_config(ROOT / "configs" / "rl2" / f"{name}.yaml")
+    env_name, attempts, horizon = TRIALS[name]
+    assert (config["algorithm"], config["env-name"], config["episodes-per-trial"]) == ("rl2-ppo", env_name, attempts)
+    # Gradients reach across the whole trial, from the last attempt back to the first.
+    assert config["bptt-chunk"] == attempts * horizon and not config["update-per-chunk"]
+    # The env's horizon, without building it (test_config.py builds every shipped config's env).
+    assert config["env-kwargs"].get("max_episode_steps", gymnasium.spec(env_name).max_episode_steps) == horizon
+
+
+@pytest.mark.parametrize("name, keys", [
+    ("sparse-point-robot", ["return_episode_2", "success_episode_0", "success_episode_2"]),
+    ("bandit/bandit-k10-n100", ["return_episode_99"]),
+])
+def test_config_trains_an_iteration(tmp_path, name, keys):
+    run = tmp_path / "run"
+    train.main(["--config", str(ROOT / "configs" / "rl2" / f"{name}.yaml"), "--output-folder", str(run),
+                "--seed", "1", "--num-workers", "0", "--set", "num-batches=1", "--set", "meta-batch-size=2",
+                "--set", "fast-batch-size=1", "--set", "hidden-sizes=[8]", "--set", "gru-size=8",
+                "--set", "ppo-epochs=1", "--set", "ppo-minibatches=1"])
+    metrics = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert all(key in metrics for key in keys), sorted(metrics)

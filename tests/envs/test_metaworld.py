@@ -28,6 +28,7 @@ from maml_rl.envs.metaworld import WELD_SHIM, MetaWorldEnv, benchmark_tasks
 from maml_rl.envs.registration import METAWORLD_IDS, METAWORLD_TASK_NAMES
 from maml_rl.samplers import MultiTaskSampler, WorkerError
 
+from helpers.metaworld_classes import by_class
 from helpers.naive_sampler import ElementwisePolicy, reference_rollout
 from helpers.scripts import evaluate, train
 
@@ -130,10 +131,12 @@ def rollout_of(env, actions):
             "truncations": np.array(truncations), **{f"info {k}": np.array(v) for k, v in infos.items()}}
 
 
-# Every class of ML10 (train and test) and ML45's test classes.
-DYNAMICS_CLASSES = [(name, 3 * k % 50) for k, name in enumerate(
-    sorted(set(metaworld.env_dict.ML10_V3["train"]) | set(metaworld.env_dict.ML10_V3["test"])
-           | set(metaworld.env_dict.ML45_V3["test"])))]
+# Every class of ML10 (train and test) and ML45's test classes, each in its class's xdist group.
+DYNAMICS_CLASSES = [pytest.param(name, 3 * k % 50, marks=case.marks, id=f"{name}-{3 * k % 50}")
+                    for k, case in enumerate(by_class(sorted(set(metaworld.env_dict.ML10_V3["train"])
+                                                             | set(metaworld.env_dict.ML10_V3["test"])
+                                                             | set(metaworld.env_dict.ML45_V3["test"]))))
+                    for name in case.values]
 
 
 @pytest.mark.slow

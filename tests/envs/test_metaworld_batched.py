@@ -22,7 +22,7 @@ from maml_rl.envs.metaworld_fast.batched.arrays import hamacher
 from maml_rl.envs.metaworld_fast.batched.info_types import info_types
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 
-from helpers.metaworld_classes import REPRESENTATIVES
+from helpers.metaworld_classes import REPRESENTATIVES, by_class
 
 pytestmark = [pytest.mark.metaworld,
               pytest.mark.skipif(mujoco_batch is None, reason="batched stepping needs mujoco.batch (MuJoCo >= 4)")]
@@ -137,7 +137,7 @@ def test_the_batched_classes_are_metaworlds_classes():
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", sorted(ML10) + [pytest.param(name, marks=pytest.mark.slow) for name in sorted(OTHERS)])
+@pytest.mark.parametrize("name", by_class(sorted(ML10)) + by_class(sorted(OTHERS), slow=lambda name: True))
 def test_one_env_steps_as_metaworlds_own(name):
     """Every class to the 500-step truncation and on into the next episode, with a reset in the middle of an
     episode (ML10's classes in the quick tier, the others in the full tier)."""
@@ -148,7 +148,7 @@ def test_one_env_steps_as_metaworlds_own(name):
 # declared feature (helpers.metaworld_classes), each of which also runs alone to its truncation above.
 @pytest.mark.slow
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", REPRESENTATIVES)
+@pytest.mark.parametrize("name", by_class(REPRESENTATIVES))
 def test_two_envs_step_as_metaworlds_own(name):
     check_class(name, 2)
 
@@ -161,7 +161,7 @@ def check_class(name, n):
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", sorted(OTHERS))
+@pytest.mark.parametrize("name", by_class(sorted(OTHERS)))
 def test_every_other_class_steps_as_metaworlds_own(name):
     """The quick tier's check of ML45's further classes: one env, 130 steps, reset in the middle (the full tier
     runs each to its truncation, and the layouts of 2 and 20 envs on the representatives)."""
@@ -170,7 +170,7 @@ def test_every_other_class_steps_as_metaworlds_own(name):
 
 @pytest.mark.slow
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", REPRESENTATIVES)
+@pytest.mark.parametrize("name", by_class(REPRESENTATIVES))
 def test_twenty_envs_step_as_metaworlds_own(name):
     """Five goals over 20 envs, random, scripted and noisy actions, resets in the middle of episodes."""
     successes, evaluated = run(name, 20, 540, resets=[(37, 0), (37, 19), (120, 7), (121, 7)], noise=0.3, seed=3)
@@ -192,8 +192,7 @@ QUICK_CONTACTS = {"push-v3", "sweep-v3"}
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", sorted(QUICK_CONTACTS) + [pytest.param(name, marks=pytest.mark.slow)
-                                                            for name in sorted(CONTACTS - QUICK_CONTACTS)])
+@pytest.mark.parametrize("name", by_class(sorted(CONTACTS), slow=lambda name: name not in QUICK_CONTACTS))
 def test_a_step_that_does_not_read_grasp_success_skips_its_contacts(name, monkeypatch):
     """With info_keys without grasp_success (the sampler's default, success): the same observations, rewards and
     successes, bit for bit; no contact reads; fewer (or no more) rows by the env's own code; and only the keys

@@ -43,6 +43,7 @@ from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 from maml_rl.envs.metaworld_fast.rotation import EXACT, FastRotation, quat_from_matrix
 from maml_rl.samplers import MultiTaskSampler
 
+from helpers.metaworld_classes import by_class
 from helpers.naive_sampler import ElementwisePolicy
 
 # A few cases run in the quick tier (ML1's reach, push and pick-place classes, one sampler comparison); the rest
@@ -68,8 +69,7 @@ def test_every_ml10_and_ml45_class_is_covered():
 # The fast path drives the installed MuJoCo's own calls and fields: its bits are checked under each version CI
 # installs (the mujoco_version marker), for every class.
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name in QUICK_CLASSES else pytest.mark.slow)
-                                  for name in ALL_CLASSES])
+@pytest.mark.parametrize("name", by_class(ALL_CLASSES, slow=lambda name: name not in QUICK_CLASSES))
 def test_the_fast_class_steps_like_metaworlds_own(name):
     """Three episodes on two goals: random actions to the 500-step truncation; the scripted policy from a
     reset made after 100 steps and another right after it; the scripted policy with noise."""
@@ -77,7 +77,7 @@ def test_the_fast_class_steps_like_metaworlds_own(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ALL_CLASSES)
+@pytest.mark.parametrize("name", by_class(ALL_CLASSES))
 def test_the_fast_class_steps_like_metaworlds_own_with_v1_rewards(name):
     """The original paper's rewards (each class's other branch of compute_reward), shorter episodes."""
     compare_episodes(name, "v1", (120, 40, 60, 60), truncation=False)

@@ -24,6 +24,8 @@ from maml_rl.envs.metaworld import _metaworld_task, benchmark_tasks
 from maml_rl.envs.metaworld_fast import fast_class
 from maml_rl.envs.metaworld_fast.reset_cache import REPLAYS, cached_reset, forget_reset
 
+from helpers.metaworld_classes import by_class
+
 pytestmark = pytest.mark.metaworld
 replays = pytest.mark.skipif(not REPLAYS, reason=f"MuJoCo {mujoco.__version__}: resets are not replayed before 4.0")
 
@@ -104,8 +106,8 @@ class Pair:
 
 
 @replays
-@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name in QUICK_CLASSES else pytest.mark.slow)
-                                  for name in sorted(set(ML10_CLASSES) | set(QUICK_CLASSES))])
+@pytest.mark.parametrize("name", by_class(sorted(set(ML10_CLASSES) | set(QUICK_CLASSES)),
+                                          slow=lambda name: name not in QUICK_CLASSES))
 def test_a_replayed_reset_equals_metaworlds_own(name):
     pair = Pair(name)
     pair.set_task(0)

@@ -6,6 +6,10 @@ layouts (2 or 20 envs, resets in the middle of episodes) runs on :data:`REPRESEN
 greedily in a fixed order, that cover every reward module and every declared feature, so a class of a new module
 (or a new feature) joins by itself. Each class is still compared with Meta-World's own env to its truncation in the
 tests that run every class.
+
+Tests parametrized by class take their cases from :func:`by_class`: each case of a class joins that class's
+xdist group, so under ``-n`` one worker runs all of a class's tests and builds its task lists (about a second and a
+half of Meta-World resets each) once.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import functools
 
 import metaworld.env_dict
+import pytest
 
 from maml_rl.envs.metaworld_fast.batched import SPECS
 
@@ -42,3 +47,10 @@ def representatives(candidates=ALL_CLASSES, *, covering=("module", "contacts", "
 
 
 REPRESENTATIVES = representatives()
+
+
+def by_class(names, slow=lambda name: False) -> list:
+    """``pytest.param`` cases for the class ``names``, each in its class's xdist group (slow where ``slow(name)``)."""
+    return [pytest.param(name, id=name, marks=[pytest.mark.xdist_group(f"metaworld-{name}"),
+                                               *([pytest.mark.slow] if slow(name) else [])])
+            for name in names]

@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.error import (AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError,
                              ResetNeeded)
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, create_shared_memory, iterate, read_from_shared_memory
+from gymnasium.vector.utils import batch_space, create_shared_memory, read_from_shared_memory
 
 from maml_rl.envs.factory import make_env
 
@@ -30,6 +30,7 @@ from .workers.processes import usable_cpus
 from .workers.in_process_vector_pool import InProcessVectorPool
 from .workers.vector_child_env import InfoColumns, VectorSpec, fits_buffer, read_copies
 from .workers.vector_children import fast_path_choice
+from .workers.vector_mistakes import action_rows, check_reset_mask, raise_from_envs
 from .workers.vector_pool import VectorEnvPool
 
 __all__ = ["MultiTaskVectorEnv", "VectorEnvClosedError", "VectorResetNeeded", "make_vector_env"]
@@ -180,7 +181,7 @@ class MultiTaskVectorEnv(VectorEnv):
             mask = None
             if options is not None and "reset_mask" in options:
                 mask = options.pop("reset_mask")
-                self._check_reset_mask(mask)
+                check_reset_mask(mask, self.num_envs)
             replies = self._pool.reset_envs(seed, options, mask)
             self._autoreset_envs[mask if mask is not None else slice(None)] = False
             self._reset_done = True
@@ -206,8 +207,9 @@ class MultiTaskVectorEnv(VectorEnv):
             if self._actions is not None and fits_buffer(actions, self._actions):
                 self._actions[...] = actions
                 self._pool.step_shared()
-            else:
-                self._pool.step_pickled(list(iterate(self.action_space, actions)))
+            else:  # checked here, before any env steps: SyncVectorEnv's errors, and the vector env usable after them
+                self._pool.step_pickled(action_rows(self.single_action_space, self.action_space, self.num_envs,
+                                                    actions))
             self._stepping = True
 
     def step_wait(self, timeout: Optional[float] = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray,
@@ -246,7 +248,8 @@ class MultiTaskVectorEnv(VectorEnv):
             if len(values) != self.num_envs:
                 raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
                                  f"Got `{len(values)}` values for {self.num_envs} environments.")
-            self._request("set_attr", [(name, list(values[r.start:r.stop])) for r in self._spec.ranges])
+            payloads = [(name, list(values[r.start:r.stop])) for r in self._spec.ranges]
+            raise_from_envs(self._request("set_attr", payloads))
 
     # AsyncVectorEnv's split reset and call: the work runs when the results are asked for, so that code
     # written for AsyncVectorEnv runs unchanged (one pending call at a time, gymnasium's errors).
@@ -308,7 +311,7 @@ class MultiTaskVectorEnv(VectorEnv):
             self._check_not_stepping("reset_tasks")
             if len(tasks) != self.num_envs:
                 raise ValueError(f"reset_tasks() got {len(tasks)} tasks for {self.num_envs} envs: one per env")
-            self._pool.reset_tasks(list(tasks))
+            raise_from_envs(self._pool.reset_tasks(list(tasks)))
 
     def sample_tasks(self, num_tasks: int, *, seed: Optional[int] = None) -> List[Any]:
         """Draw ``num_tasks`` tasks from the envs' task distribution
@@ -330,6 +333,7 @@ class MultiTaskVectorEnv(VectorEnv):
     def _call(self, name: str, args: tuple, kwargs: dict) -> tuple[Any, ...]:
         workers = range(self._spec.num_workers)
         replies = self._request("call", [(name, args, kwargs)] * len(workers))
+        raise_from_envs(replies)
         return tuple(value for w in workers for value in replies[w])
 
     def _request(self, kind: str, payloads: List[Any]) -> Dict[int, Any]:
@@ -354,17 +358,6 @@ class MultiTaskVectorEnv(VectorEnv):
             for env_index, info in reply:
                 infos = self._add_info(infos, info, env_index)
         return infos
-
-    def _check_reset_mask(self, mask: Any) -> None:
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
-        if mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
-        if not np.any(mask):
-            raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
-                             f"got reset_mask={mask}")
 
     def _check_open(self, call: str) -> None:
         if self.closed or self._pool is None or self._pool.closed:

@@ -324,6 +324,16 @@ class MultiTaskVectorEnv(VectorEnv):
             return list(self._task_env.unwrapped.sample_tasks(num_tasks))
 
     @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Each env's ``np_random_seed``, as ``SyncVectorEnv`` and ``AsyncVectorEnv`` give them."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each env's ``np_random`` (from worker processes, copies), as ``AsyncVectorEnv`` gives them."""
+        return self.get_attr("np_random")
+
+    @property
     def worker_pids(self) -> List[int]:
         """Process ids of the worker processes."""
         return [] if self._pool is None else self._pool.worker_pids
@@ -370,6 +380,10 @@ class MultiTaskVectorEnv(VectorEnv):
             raise AlreadyPendingCallError(
                 f"Calling `{call}` while waiting for a pending call to `{pending}` to complete: call "
                 f"`{pending}_wait` first", pending)
+
+    def __getstate__(self) -> None:
+        raise TypeError("a MultiTaskVectorEnv cannot be pickled: it holds worker processes (or, with num_workers=0, "
+                        "live simulations) and shared memory; pickle its env functions and build a new one from them")
 
     def __del__(self) -> None:
         if not getattr(self, "closed", True):

@@ -2,12 +2,14 @@
 ``SyncVectorEnv`` raises (the same type; an env's own error with its message, its traceback below), before any env
 steps, and stays usable: the next correct step gives ``SyncVectorEnv``'s bits, in every layout."""
 
+import pickle
 import traceback
 from functools import partial
 
+import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.vector import SyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 from maml_rl.envs import make_env
 from maml_rl.samplers.vector_env import MultiTaskVectorEnv
@@ -151,3 +153,55 @@ def test_render_without_a_render_mode_and_a_task_an_env_refuses_raise_as_sync_ve
     finally:
         ours.close()
         reference.close()
+
+
+@LAYOUTS
+def test_np_random_seed_is_each_envs_as_in_sync_vector_env(num_workers):
+    ours = MultiTaskVectorEnv(BOX_FNS[:3], num_workers=num_workers, start_method="fork")
+    reference = SyncVectorEnv(BOX_FNS[:3])
+    try:
+        assert_same(ours.reset(seed=11), reference.reset(seed=11))
+        assert ours.np_random_seed == reference.np_random_seed == (11, 12, 13)
+        assert [g.bit_generator.state for g in ours.np_random] == [g.bit_generator.state for g in reference.np_random]
+    finally:
+        ours.close()
+        reference.close()
+
+
+def test_async_vector_env_refuses_pickling_with_a_type_error_too():
+    theirs = AsyncVectorEnv(BOX_FNS[:2], context="fork")
+    try:
+        with pytest.raises(TypeError):
+            pickle.dumps(theirs)
+    finally:
+        theirs.close()
+
+
+@LAYOUTS
+def test_pickling_is_refused_with_a_type_error_that_says_why(num_workers):
+    ours = MultiTaskVectorEnv(BOX_FNS[:2], num_workers=num_workers, start_method="fork")
+    try:
+        with pytest.raises(TypeError, match="cannot be pickled: it holds worker processes"):
+            pickle.dumps(ours)
+        ours.reset(seed=0)
+        ours.step(ours.action_space.sample())
+    finally:
+        ours.close()
+
+
+def test_make_vec_takes_vector_kwargs_as_gymnasium_takes_them_for_its_own_vector_entry_points():
+    """gymnasium refuses ``vector_kwargs`` for every env with a ``vector_entry_point`` (its CartPole-v1 too),
+    before the entry point runs: the vector env's arguments go among the keyword arguments there, and
+    ``vector_kwargs`` with ``vectorization_mode="sync"`` or ``"async"``, as for any env."""
+    errors = []
+    for env_id in ("CartPole-v1", "2DNavigation-v0"):
+        with pytest.raises(gym.error.Error) as info:
+            gym.make_vec(env_id, num_envs=2, vector_kwargs={"copy": False})
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and "only through kwargs" in errors[0]
+    envs = gym.make_vec("2DNavigation-v0", num_envs=2, num_workers=0, copy=False)
+    assert isinstance(envs, MultiTaskVectorEnv) and envs.num_workers == 0 and envs.copy is False
+    envs.close()
+    envs = gym.make_vec("2DNavigation-v0", num_envs=2, vectorization_mode="sync", vector_kwargs={"copy": False})
+    assert isinstance(envs, SyncVectorEnv) and envs.copy is False
+    envs.close()

@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.error import (AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError,
                              ResetNeeded)
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, create_shared_memory, iterate, read_from_shared_memory
+from gymnasium.vector.utils import batch_space, create_shared_memory, read_from_shared_memory
 
 from maml_rl.envs.factory import make_env
 
@@ -30,6 +30,7 @@ from .workers.processes import usable_cpus
 from .workers.in_process_vector_pool import InProcessVectorPool
 from .workers.vector_child_env import InfoColumns, VectorSpec, fits_buffer, read_copies
 from .workers.vector_children import fast_path_choice
+from .workers.vector_mistakes import action_rows, check_reset_mask, raise_from_envs
 from .workers.vector_pool import VectorEnvPool
 
 __all__ = ["MultiTaskVectorEnv", "VectorEnvClosedError", "VectorResetNeeded", "make_vector_env"]
@@ -180,7 +181,7 @@ class MultiTaskVectorEnv(VectorEnv):
             mask = None
             if options is not None and "reset_mask" in options:
                 mask = options.pop("reset_mask")
-                self._check_reset_mask(mask)
+                check_reset_mask(mask, self.num_envs)
             replies = self._pool.reset_envs(seed, options, mask)
             self._autoreset_envs[mask if mask is not None else slice(None)] = False
             self._reset_done = True
@@ -206,8 +207,9 @@ class MultiTaskVectorEnv(VectorEnv):
             if self._actions is not None and fits_buffer(actions, self._actions):
                 self._actions[...] = actions
                 self._pool.step_shared()
-            else:
-                self._pool.step_pickled(list(iterate(self.action_space, actions)))
+            else:  # checked here, before any env steps: SyncVectorEnv's errors, and the vector env usable after them
+                self._pool.step_pickled(action_rows(self.single_action_space, self.action_space, self.num_envs,
+                                                    actions))
             self._stepping = True
 
     def step_wait(self, timeout: Optional[float] = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray,
@@ -246,7 +248,8 @@ class MultiTaskVectorEnv(VectorEnv):
             if len(values) != self.num_envs:
                 raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
                                  f"Got `{len(values)}` values for {self.num_envs} environments.")
-            self._request("set_attr", [(name, list(values[r.start:r.stop])) for r in self._spec.ranges])
+            payloads = [(name, list(values[r.start:r.stop])) for r in self._spec.ranges]
+            raise_from_envs(self._request("set_attr", payloads))
 
     # AsyncVectorEnv's split reset and call: the work runs when the results are asked for, so that code
     # written for AsyncVectorEnv runs unchanged (one pending call at a time, gymnasium's errors).
@@ -308,7 +311,7 @@ class MultiTaskVectorEnv(VectorEnv):
             self._check_not_stepping("reset_tasks")
             if len(tasks) != self.num_envs:
                 raise ValueError(f"reset_tasks() got {len(tasks)} tasks for {self.num_envs} envs: one per env")
-            self._pool.reset_tasks(list(tasks))
+            raise_from_envs(self._pool.reset_tasks(list(tasks)))
 
     def sample_tasks(self, num_tasks: int, *, seed: Optional[int] = None) -> List[Any]:
         """Draw ``num_tasks`` tasks from the envs' task distribution
@@ -321,6 +324,16 @@ class MultiTaskVectorEnv(VectorEnv):
             return list(self._task_env.unwrapped.sample_tasks(num_tasks))
 
     @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Each env's ``np_random_seed``, as ``SyncVectorEnv`` and ``AsyncVectorEnv`` give them."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each env's ``np_random`` (from worker processes, copies), as ``AsyncVectorEnv`` gives them."""
+        return self.get_attr("np_random")
+
+    @property
     def worker_pids(self) -> List[int]:
         """Process ids of the worker processes."""
         return [] if self._pool is None else self._pool.worker_pids
@@ -330,6 +343,7 @@ class MultiTaskVectorEnv(VectorEnv):
     def _call(self, name: str, args: tuple, kwargs: dict) -> tuple[Any, ...]:
         workers = range(self._spec.num_workers)
         replies = self._request("call", [(name, args, kwargs)] * len(workers))
+        raise_from_envs(replies)
         return tuple(value for w in workers for value in replies[w])
 
     def _request(self, kind: str, payloads: List[Any]) -> Dict[int, Any]:
@@ -355,17 +369,6 @@ class MultiTaskVectorEnv(VectorEnv):
                 infos = self._add_info(infos, info, env_index)
         return infos
 
-    def _check_reset_mask(self, mask: Any) -> None:
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
-        if mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
-        if not np.any(mask):
-            raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
-                             f"got reset_mask={mask}")
-
     def _check_open(self, call: str) -> None:
         if self.closed or self._pool is None or self._pool.closed:
             raise VectorEnvClosedError(
@@ -377,6 +380,10 @@ class MultiTaskVectorEnv(VectorEnv):
             raise AlreadyPendingCallError(
                 f"Calling `{call}` while waiting for a pending call to `{pending}` to complete: call "
                 f"`{pending}_wait` first", pending)
+
+    def __getstate__(self) -> None:
+        raise TypeError("a MultiTaskVectorEnv cannot be pickled: it holds worker processes (or, with num_workers=0, "
+                        "live simulations) and shared memory; pickle its env functions and build a new one from them")
 
     def __del__(self) -> None:
         if not getattr(self, "closed", True):

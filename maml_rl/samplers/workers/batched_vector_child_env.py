@@ -61,9 +61,11 @@ class BatchedVectorChildEnv(FastVectorChildEnv):
         self.task_rows = self.vector.vector_tasks([env.unwrapped.get_task() for env in self.envs])
 
     def reset_task(self, first_slot: int, tasks: Sequence[Any], slot_offset: int = 0) -> None:
-        super().reset_task(first_slot, tasks, slot_offset)
-        if self.batch is not None:
-            self._read_tasks()
+        try:
+            super().reset_task(first_slot, tasks, slot_offset)
+        finally:  # the tasks of the envs before one that refused its task have changed
+            if self.batch is not None:
+                self._read_tasks()
 
     def reset(self, request: Tuple[Sequence[Any], Any, Optional[Sequence[bool]]]) -> Optional[Infos]:
         infos = super().reset(request)  # each env's own reset: its noise, observation and info

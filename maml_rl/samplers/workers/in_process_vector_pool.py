@@ -45,8 +45,8 @@ class InProcessVectorPool:
     def worker_pids(self) -> List[int]:
         return []
 
-    def reset_tasks(self, tasks: Sequence[Any]) -> None:
-        self._run(lambda: self.child.reset_task(0, list(tasks), 0))
+    def reset_tasks(self, tasks: Sequence[Any]) -> Dict[int, Any]:
+        return self.request("reset_task", [(0, list(tasks), 0)])
 
     def reset_envs(self, seeds: Sequence[Any], options: Any, mask: Any) -> Dict[int, Any]:
         request = (list(seeds), options, None if mask is None else list(mask))

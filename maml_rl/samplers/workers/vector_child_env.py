@@ -19,6 +19,7 @@ worker. Torch-free: the worker processes import it.
 from __future__ import annotations
 
 import multiprocessing
+import traceback
 from dataclasses import dataclass, fields
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -29,6 +30,7 @@ from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
 
 from .buffers import SharedArray
 from .child_env import assign_slots
+from .vector_mistakes import EnvRaised
 
 # Action spaces whose batch the caller's array is written into shared memory as it is; actions
 # of other spaces (Dict, Tuple, Text...) go to the workers pickled, one message per worker.
@@ -186,9 +188,9 @@ class VectorChildEnv:
     """One worker's envs of a vector env (``env_fns[ranges[index]]``), stepped one after another.
 
     Built by ``entry.make_child_env`` with ChildEnv's arguments, so the worker's command loop
-    is the sampler's: ``reset_task`` (``RESET_TASK``), ``reset`` (``RESET``), ``step``
-    (``STEP``) and ``request`` (``REQUEST``: call, get and set attributes, a step with pickled
-    actions). Each returns what goes back pickled, or ``None``.
+    is the sampler's: ``reset`` (``RESET``), ``step`` (``STEP``) and ``request`` (``REQUEST``: call,
+    get and set attributes, set tasks, a step with pickled actions). Each returns what goes back
+    pickled, or ``None``.
 
     :param env_fns: every env's factory; this worker builds its own range of them.
     :param num_envs: unused (the worker's range says how many).
@@ -254,15 +256,20 @@ class VectorChildEnv:
 
     def request(self, request: Tuple[str, Any]) -> Any:
         """A rare command: ``("step", actions)`` with this worker's actions pickled,
-        ``("call", (name, args, kwargs))`` or ``("set_attr", (name, values))``."""
+        ``("call", (name, args, kwargs))``, ``("set_attr", (name, values))`` or
+        ``("reset_task", (first_slot, tasks, slot_offset))``. An env's exception in the last three is the
+        caller's to handle, as ``SyncVectorEnv`` leaves it (a missing attribute, a task the env refuses): it
+        comes back as an :class:`EnvRaised` reply, and the worker and its envs stay as they are."""
         kind, payload = request
         if kind == "step":
             return self._step(payload)
-        if kind == "call":
-            return self._call(*payload)
-        if kind == "set_attr":
-            return self._set_attr(*payload)
-        raise ValueError(f"unknown request {kind!r}")
+        handler = {"call": self._call, "set_attr": self._set_attr, "reset_task": self.reset_task}[kind]
+        try:
+            return handler(*payload)
+        except Exception as error:
+            if not EnvRaised.crosses_processes(error):
+                raise
+            return EnvRaised(error, self.describe_failure(), traceback.format_exc())
 
     def _step(self, actions: Sequence[Any]) -> Optional[Infos]:
         b, lo, mode, write = self.buffers, self.range.start, self.mode, self._write

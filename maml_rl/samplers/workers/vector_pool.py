@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import cloudpickle
 
 from ..errors import WorkerDiedError
-from .entry import REPLIED, REQUEST, RESET, RESET_TASK
+from .entry import REPLIED, REQUEST, RESET
 from .pools import LIVENESS_CHECK_INTERVAL, ChildEnvPool
 from .vector_child_env import VectorBuffers, VectorChildEnv, VectorSpec
 from .vector_children import fast_child_env
@@ -42,10 +42,10 @@ class VectorEnvPool(ChildEnvPool):
         self.spec = spec
         self.all_workers = list(range(spec.num_workers))
 
-    def reset_tasks(self, tasks: Sequence[Any]) -> None:
+    def reset_tasks(self, tasks: Sequence[Any]) -> Dict[int, Any]:
+        """Give each worker its envs' tasks; the replies of those whose envs refused one."""
         self._tasks = tasks  # for a timeout's message
-        with self._closed_if_interrupted():
-            self._broadcast(RESET_TASK, [(r.start, list(tasks[r.start:r.stop]), 0) for r in self.ranges])
+        return self.request("reset_task", [(r.start, list(tasks[r.start:r.stop]), 0) for r in self.ranges])
 
     def reset_envs(self, seeds: Sequence[Any], options: Any, mask: Any) -> Dict[int, Any]:
         """Reset the envs (the masked ones); the workers' replies."""

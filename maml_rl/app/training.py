@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from tqdm import tqdm
@@ -84,14 +84,20 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
             env.close()
             raise
 
+        lock.check()
         prepare_output_folder(output, fresh=not has_checkpoint)
         atomic_write_json(config, output / CONFIG_FILE)
-        return _train(output, config, has_checkpoint, saved_state, env, device, sampler_options)
+        try:
+            return _train(output, config, has_checkpoint, saved_state, env, device, sampler_options, lock.check)
+        except FileNotFoundError:
+            lock.check()  # a write that failed because the folder was moved or deleted says so
+            raise
 
 
 def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, env: Any, device: Any,
-           sampler_options: Mapping[str, Any] | None) -> Path:
-    """The loop of a checked run whose folder is locked and whose config.json is written."""
+           sampler_options: Mapping[str, Any] | None, check_folder: Callable[[], None]) -> Path:
+    """The loop of a checked run whose folder is locked and whose config.json is written; ``check_folder``
+    raises unless the folder's path still names the locked folder (:meth:`RunLock.check`), before each write."""
     keep_freed_memory()
     torch.manual_seed(config["seed"])
     policy = make_policy(config, env)
@@ -126,6 +132,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
         metalearner.progress = PhaseBar()
         progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
+        check_folder()
         with MetricsLogger(output, start_iteration=start) as logger, progress:
             missing = sorted(set(range(start)) - {row.get("iteration") for row in logger.history})
             if missing:
@@ -147,6 +154,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
 
                 counters["total_env_steps"] += stats["env_steps"]
                 trend, warning = decline.update(stats["return_after"])
+                check_folder()
                 logger.log({
                     "iteration": iteration,
                     **stats,
@@ -173,6 +181,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                         progress.write(f"warning: {text}", file=sys.stderr)
 
                 # The checkpoint comes last: once it is written, the iteration is done.
+                check_folder()
                 atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
                             output / POLICY_FILE)
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,

@@ -182,11 +182,11 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
 
                 # The checkpoint comes last: once it is written, the iteration is done.
                 check_folder()
-                atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
-                            output / POLICY_FILE)
+                weights = {name: value.detach().cpu() for name, value in policy.state_dict().items()}
+                policy_sha256 = atomic_save(weights, output / POLICY_FILE)
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
                                 sampler=sampler, counters=counters, metalearner=metalearner,
-                                monitors=monitors)
+                                monitors=monitors, policy_file_sha256=policy_sha256)
     print(finished_line(output, config), file=sys.stderr)
     return output
 

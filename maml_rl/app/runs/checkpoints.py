@@ -67,6 +67,7 @@ def save_checkpoint(
     counters: Mapping[str, Any],
     metalearner: Any,
     monitors: Mapping[str, Any] | None = None,
+    policy_file_sha256: str | None = None,
 ) -> None:
     """Write, atomically, everything a resumed run needs to continue exactly.
 
@@ -74,6 +75,8 @@ def save_checkpoint(
     :param counters: running totals to carry over (e.g. the number of env steps).
     :param monitors: objects with a ``state_dict()`` that watch the logged metrics (the decline and stall
         monitors), by name: saved so that their metrics go on exactly even if ``metrics.jsonl`` loses rows.
+    :param policy_file_sha256: the SHA-256 of the ``policy.th`` written just before (what ``atomic_save`` returned),
+        by which test.py tells that file, unsealed, from a damaged or replaced one.
     The file records its own SHA-256 (:mod:`~maml_rl.app.runs.checksum`), which :func:`safe_load` verifies.
     """
     atomic_save(
@@ -88,6 +91,7 @@ def save_checkpoint(
             # A meta-learner with state of its own (an optimiser's moments); none is no key, as before.
             **({"metalearner": learner_state} if (learner_state := metalearner.state_dict()) else {}),
             "monitors": {name: monitor.state_dict() for name, monitor in (monitors or {}).items()},
+            **({"policy_file_sha256": policy_file_sha256} if policy_file_sha256 is not None else {}),
         },
         path,
         checksum=True,

@@ -29,7 +29,8 @@ from maml_rl.app.runs import (
     save_checkpoint,
 )
 from maml_rl.app.progress import PhaseBar, budget_line, cost_line, finished_line
-from maml_rl.app.runs.checkpoints import check_checkpoint_config
+from maml_rl.app.runs.checkpoints import check_checkpoint_config, check_checkpoint_rows
+from maml_rl.app.runs.metrics import keep_rows_before, logged_rows
 from maml_rl.app.runs.decline import DeclineMonitor
 from maml_rl.app.runs.fits import check_run_fits
 from maml_rl.app.runs.lock import RunFolderBusy, RunLock
@@ -72,6 +73,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
             saved_state = read_checkpoint(output / CHECKPOINT_FILE) if has_checkpoint else None
             if saved_state is not None:
                 check_checkpoint_config(saved_state, config, output / CHECKPOINT_FILE)
+                check_checkpoint_rows(saved_state, logged_rows(output), output / CHECKPOINT_FILE)
             given = config_path if config_path is not None else output / CONFIG_FILE if resume else default_config
             check_run_fits(config, env, source=str(given))
             if not lock.held:
@@ -123,6 +125,8 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 metalearner=metalearner, monitors=monitors)
         num_batches = config["num-batches"]
         if start >= num_batches:
+            check_folder()
+            keep_rows_before(output, start)  # a complete run's log is mended as a continued one's is
             print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do",
                   file=sys.stderr)
             return output
@@ -155,7 +159,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 counters["total_env_steps"] += stats["env_steps"]
                 trend, warning = decline.update(stats["return_after"])
                 check_folder()
-                logger.log({
+                row = logger.log({
                     "iteration": iteration,
                     **stats,
                     "total_env_steps": counters["total_env_steps"],
@@ -186,7 +190,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 policy_sha256 = atomic_save(weights, output / POLICY_FILE)
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
                                 sampler=sampler, counters=counters, metalearner=metalearner,
-                                monitors=monitors, policy_file_sha256=policy_sha256)
+                                monitors=monitors, policy_file_sha256=policy_sha256, last_row=row)
     print(finished_line(output, config), file=sys.stderr)
     return output
 

@@ -9,6 +9,7 @@ which every fit overwrites: they are read and not needed.)
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import random
 import warnings
@@ -23,7 +24,7 @@ from maml_rl.app.config_files import ConfigError, config_diff, validate_config
 from maml_rl.app.runs.checksum import ChecksumMismatch, verify_digest
 from maml_rl.app.runs.files import atomic_save
 
-__all__ = ["RESUMABLE_CHANGES", "Resumed", "check_checkpoint_config", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
+__all__ = ["RESUMABLE_CHANGES", "Resumed", "check_checkpoint_config", "check_checkpoint_rows", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
 
 # Version 2: the same content as version 1, always sealed with its SHA-256 (read_checkpoint requires it).
 CHECKPOINT_VERSION = 2
@@ -68,6 +69,7 @@ def save_checkpoint(
     metalearner: Any,
     monitors: Mapping[str, Any] | None = None,
     policy_file_sha256: str | None = None,
+    last_row: Mapping[str, Any] | None = None,
 ) -> None:
     """Write, atomically, everything a resumed run needs to continue exactly.
 
@@ -77,6 +79,8 @@ def save_checkpoint(
         monitors), by name: saved so that their metrics go on exactly even if ``metrics.jsonl`` loses rows.
     :param policy_file_sha256: the SHA-256 of the ``policy.th`` written just before (what ``atomic_save`` returned),
         by which test.py tells that file, unsealed, from a damaged or replaced one.
+    :param last_row: the row of ``metrics.jsonl`` logged for the iteration just done, by which a resumed run tells
+        that the checkpoint is its folder's own (:func:`check_checkpoint_rows`).
     The file records its own SHA-256 (:mod:`~maml_rl.app.runs.checksum`), which :func:`safe_load` verifies.
     """
     atomic_save(
@@ -92,6 +96,8 @@ def save_checkpoint(
             **({"metalearner": learner_state} if (learner_state := metalearner.state_dict()) else {}),
             "monitors": {name: monitor.state_dict() for name, monitor in (monitors or {}).items()},
             **({"policy_file_sha256": policy_file_sha256} if policy_file_sha256 is not None else {}),
+            # Without its wall-clock columns: a checkpoint holds what the seed decides, the same in every such run.
+            **({"last_row": _seeded(last_row)} if last_row is not None else {}),
         },
         path,
         checksum=True,
@@ -212,6 +218,44 @@ def check_checkpoint_config(state: Mapping[str, Any], config: Mapping[str, Any],
     differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
     if differences:
         raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
+
+
+def check_checkpoint_rows(state: Mapping[str, Any], rows: list[dict], path: str | Path) -> None:
+    """Refuse a checkpoint that is not of the run logged in its folder's ``metrics.jsonl``: the row it recorded
+    for its last iteration (``last_row``) against the row logged there, their wall-clock columns aside (two
+    runs of one seed and configuration are the same run).
+
+    A checkpoint copied in from another run (another seed, say) matched its own configuration and, without
+    ``config.json``, nothing else: the resumed run then logged its rows after the folder's. A checkpoint from before
+    the record, or a folder that lost that row, has nothing to compare.
+
+    :raises ConfigError: naming the iteration, what differs, and what to do.
+    """
+    recorded = state.get("last_row")
+    if not isinstance(recorded, Mapping):
+        return
+    logged = [row for row in rows if row.get("iteration") == recorded.get("iteration")]
+    seeded = _seeded(recorded)
+    if not logged or any(_same_row(row, seeded) for row in logged):
+        return
+    row = logged[-1]
+    differences = [f"{key}: {row.get(key)!r} logged, {value!r} in the checkpoint" for key, value in seeded.items()
+                   if row.get(key) != value][:3]
+    raise ConfigError(
+        f"{path} is not the checkpoint of the run logged beside it: its iteration {recorded.get('iteration')} "
+        f"differs from the row logged for it in metrics.jsonl ({'; '.join(differences)}); the checkpoint's run has "
+        f"seed {state['config'].get('seed')}. Restore the run's own {Path(path).name}; or start the run over with "
+        "--overwrite, or resume the checkpoint's run in its own folder")
+
+
+def _seeded(row: Mapping[str, Any]) -> dict:
+    """A metrics row without its wall-clock columns (``time_*``)."""
+    return {key: value for key, value in row.items() if not key.startswith("time_")}
+
+
+def _same_row(row: Mapping[str, Any], seeded: Mapping[str, Any]) -> bool:
+    # As JSON, as metrics.jsonl holds them: a NaN (a learner's loss, say) equals a NaN.
+    return json.dumps(_seeded(row), sort_keys=True) == json.dumps(dict(seeded), sort_keys=True)
 
 
 class Resumed(NamedTuple):

@@ -58,7 +58,7 @@ with quiet_interrupt("test.py"):
         evaluation_env_kwargs,
         listed_tasks,
         policy_origin,
-        read_policy,
+        read_policy_file,
         summary_table,
     )
     from maml_rl.metalearners import METALEARNERS, MetaLearner, make_metalearner, make_policy
@@ -179,12 +179,15 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     if args.plot is not None:
         check_writable(args.plot, "--plot", folder=False)
     check_architecture(config, args.config, args.policy)
-    state_dict = read_policy(args.policy)
-    origin = policy_origin(args.policy, state_dict)
+    policy_file = read_policy_file(args.policy)  # read once: the bytes evaluated are the bytes recorded
+    state_dict = policy_file.state_dict
+    writer = writer_of(Path(args.policy).parent)
+    origin, warning = policy_origin(args.policy, policy_file, being_written=writer is not None)
+    if warning:
+        print(warning, file=sys.stderr)
     if "unfinished" in describe_origin(origin):
         print(f"note: {args.policy} is from iteration {origin['iteration']} of {origin['num-batches']}: "
               "its run is not finished", file=sys.stderr)
-    writer = writer_of(Path(args.policy).parent)
     if writer is not None:
         print(f"note: {Path(args.policy).parent} is being written by a running train.py"
               f"{f' (process {writer})' if writer else ''}: this evaluates {Path(args.policy).name} as it is "

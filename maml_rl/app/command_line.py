@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from maml_rl.app.config_files import ConfigError
 from maml_rl.app.runs.files import RunWriteError
+from maml_rl.app.startup import SignalExit, install_signal_handlers
 from maml_rl.samplers.errors import StepTimeoutError
 
 __all__ = ["SignalExit", "run_script"]
@@ -28,36 +29,10 @@ __all__ = ["SignalExit", "run_script"]
 DEFAULT_STEP_TIMEOUT = 600.0
 
 
-class SignalExit(SystemExit):
-    """Raised by SIGTERM or SIGHUP while a script runs."""
-
-    def __init__(self, signum: int):
-        super().__init__(128 + signum)
-        self.signal_name = signal.Signals(signum).name
-
-
-def _raise_signal_exit(signum, frame):
-    raise SignalExit(signum)
-
-
-def _install_signal_handlers() -> None:
-    # A shell starts a background job (`train.py &` in a script) with SIGINT ignored, and Python keeps that:
-    # a run that cannot be interrupted. SIGINT is this script's way to stop, so it is always honoured.
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    # A SIGTERM or SIGHUP already ignored (nohup) or handled by whoever embeds the script is left alone.
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
-            signal.signal(signum, _raise_signal_exit)
-
-
 def _stopping(message: str, on_stop: str | Callable[[], str]) -> None:
     """The run is over and cleaned up: further signals must not interrupt the
     exit (nor the making of ``on_stop``'s text), and the terminal may be gone (SIGHUP)."""
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    _ignore_stop_signals()
     try:
         print(message + (on_stop() if callable(on_stop) else on_stop), file=sys.stderr)
     except OSError:
@@ -70,13 +45,13 @@ def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -
     :param on_stop: appended to the message printed when a signal stops the run
         (e.g. how to continue it), or a function that returns it, called then.
     """
-    _install_signal_handlers()
+    install_signal_handlers()
     # DeprecationWarnings are hidden outside __main__; the package's own (an old config.json's) should be seen.
     warnings.filterwarnings("default", category=DeprecationWarning, module=r"maml_rl(\.|$)")
     try:
         main()
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        _stopping(f"error: {error}", "")
         sys.exit(2)
     except (RunWriteError, StepTimeoutError) as error:
         # The run itself is intact (the last finished iteration's checkpoint): say so and how to go on.
@@ -88,6 +63,15 @@ def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -
     except SignalExit as stop:
         _stopping(f"stopped by {stop.signal_name}", on_stop)
         sys.exit(stop.code)
+    # Done: from here on a signal could only meet the interpreter's shutdown, which restores the default
+    # actions first, and turn a finished run's exit status into a death by that signal.
+    _ignore_stop_signals()
+
+
+def _ignore_stop_signals() -> None:
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 def add_sampler_arguments(group, cpus: int) -> None:

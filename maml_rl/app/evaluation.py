@@ -1,7 +1,8 @@
 """Evaluation of a meta-trained policy on new tasks: what ``test.py`` reads, checks and prints.
 
-* :func:`read_policy` and :func:`check_architecture` load a policy safely and
-  refuse a configuration that describes another policy than the trained one;
+* :func:`read_policy_file` and :func:`check_architecture` load a policy safely (once, with the digest of
+  the bytes loaded) and refuse a configuration that describes another policy than the trained one;
+  :func:`policy_origin` tells its training iteration, and refuses a damaged ``policy.th``;
 * :func:`evaluation_env_kwargs` and :func:`listed_tasks` choose the evaluated
   tasks (the held-out split of envs that have one);
 * :func:`summary_table` and :func:`class_table` report the returns (and
@@ -11,8 +12,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import torch
@@ -20,7 +22,6 @@ import torch
 from maml_rl.app.config_files import ConfigError, load_config
 from maml_rl.policies import get_nonlinearity
 from maml_rl.app.runs.checkpoints import read_checkpoint, safe_load
-from maml_rl.app.results import file_sha256
 from maml_rl.app.runs.files import CHECKPOINT_FILE, CONFIG_FILE
 
 __all__ = [
@@ -30,8 +31,10 @@ __all__ = [
     "describe_origin",
     "evaluation_env_kwargs",
     "listed_tasks",
+    "PolicyFile",
     "policy_origin",
     "read_policy",
+    "read_policy_file",
     "summary_table",
 ]
 
@@ -126,42 +129,83 @@ def evaluation_env_kwargs(config: dict, env, split: str | None) -> dict:
     return {**config["env-kwargs"], "split": split or "test"}
 
 
-def read_policy(path: str) -> dict:
-    """The policy's state_dict from ``policy.th``, or from a training run's ``checkpoint.pt``; read safely."""
-    state = safe_load(path, "Give --policy the policy.th or checkpoint.pt of a run of train.py.")
+class PolicyFile(NamedTuple):
+    """A policy file as :func:`read_policy_file` read it: once, so that its digest is that of these weights."""
+
+    state_dict: dict
+    sha256: str
+    checkpoint: dict | None  # the file itself, when it is a run's checkpoint.pt
+
+
+def read_policy_file(path: str) -> PolicyFile:
+    """The policy's state_dict from ``policy.th``, or from a training run's ``checkpoint.pt``, read safely, with the
+    SHA-256 of the very bytes it was loaded from (a run still training may replace the file at any moment)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"--policy {path}: no such file") from None
+    sha256 = hashlib.sha256(data).hexdigest()
+    state = safe_load(path, "Give --policy the policy.th or checkpoint.pt of a run of train.py.", data=data)
     if isinstance(state, dict) and "policy" in state and "version" in state:
-        return read_checkpoint(path)["policy"]
+        checkpoint = read_checkpoint(path, data=data)
+        return PolicyFile(checkpoint["policy"], sha256, checkpoint)
     if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
         raise ConfigError(f"--policy {path} is not a policy state_dict (policy.th) nor a checkpoint.pt")
-    return state
+    return PolicyFile(state, sha256, None)
 
 
-def policy_origin(path: str, state_dict: Mapping[str, torch.Tensor]) -> dict:
-    """Which policy ``path`` is: its resolved path, sha256, and the training iteration it is from.
+def read_policy(path: str) -> dict:
+    """The policy's state_dict from ``policy.th``, or from a training run's ``checkpoint.pt``; read safely."""
+    return read_policy_file(path).state_dict
+
+
+def policy_origin(path: str, policy: PolicyFile, *, being_written: bool = False) -> tuple[dict, str | None]:
+    """Which policy ``path`` is: its resolved path, sha256, and the training iteration it is from; and a warning
+    when that cannot be told of a policy.th beside a checkpoint.
 
     The iteration and the run's ``num-batches`` come from the checkpoint: ``path``
-    itself, or the run's ``checkpoint.pt`` beside a ``policy.th`` that holds the
-    same weights; ``None`` when they cannot be told (no checkpoint, or one
-    from another iteration).
+    itself, or the run's ``checkpoint.pt`` beside a ``policy.th`` that is the one
+    it records (its SHA-256; a checkpoint from before that record: the same
+    weights); ``None`` when they cannot be told.
 
-    :param state_dict: the weights read from ``path`` (:func:`read_policy`).
-    :raises ConfigError: the file changed while it was read (a run still training writes it every iteration).
+    :param policy: ``path`` as :func:`read_policy_file` read it.
+    :param being_written: a train.py is writing the folder, so policy.th may be newer than the checkpoint.
+    :raises ConfigError: a policy.th other than the one its run's checkpoint records, in a folder no run is
+        writing: damaged, replaced, or left by a run stopped between its two writes.
     """
-    digest = file_sha256(path)
-    iteration = num_batches = None
-    for checkpoint in dict.fromkeys([Path(path), Path(path).parent / CHECKPOINT_FILE]):
+    origin = {"file": str(Path(path).resolve()), "sha256": policy.sha256, "iteration": None, "num-batches": None}
+    checkpoint, state = Path(path), policy.checkpoint
+    if state is None:
+        checkpoint = Path(path).parent / CHECKPOINT_FILE
         try:
-            state = read_checkpoint(checkpoint)
+            state = read_checkpoint(checkpoint) if checkpoint.is_file() else None
         except ConfigError:
-            continue  # a policy.th, no checkpoint, or a damaged one: the iteration is unknown
-        if state["policy"].keys() == state_dict.keys() and all(
-                torch.equal(state["policy"][name], state_dict[name]) for name in state_dict):
-            iteration, num_batches = int(state["iteration"]), state["config"].get("num-batches")
-            break
-    if file_sha256(path) != digest:
-        raise ConfigError(f"--policy {path} changed while it was read (is its run still training?): "
-                          "run test.py again, or evaluate a copy of the file")
-    return {"file": str(Path(path).resolve()), "sha256": digest, "iteration": iteration, "num-batches": num_batches}
+            state = None  # a damaged checkpoint: the iteration is unknown (resuming the run says what is wrong)
+    if state is None:
+        return origin, None
+    recorded = state.get("policy_file_sha256")
+    if policy.checkpoint is not None or recorded == policy.sha256 or (recorded is None and _same(state, policy)):
+        origin.update(iteration=int(state["iteration"]), **{"num-batches": state["config"].get("num-batches")})
+        return origin, None
+    if being_written:
+        return origin, None  # the run replaces both files every iteration: they need not be of one iteration
+    last = f"{checkpoint} (iteration {state['iteration']})"
+    causes = (f"damaged (by the disk, a copy or an edit) or replaced, or its run was stopped between writing "
+              f"{Path(path).name} and {checkpoint.name}. Resuming the run rewrites it (python train.py "
+              f"--output-folder {Path(path).parent} --resume redoes that iteration exactly); or evaluate the "
+              f"checkpoint's own policy, whose bytes are checked: --policy {checkpoint}")
+    if recorded is not None:
+        raise ConfigError(f"--policy {path} is not the file its run last wrote: its SHA-256 differs from the one "
+                          f"{last} records for it. It is {causes}")
+    # A checkpoint from before the record: the weights differ, which a damaged file and a later one both explain.
+    return origin, (f"warning: --policy {path} holds other weights than {last}, which predates the record of "
+                    f"{Path(path).name}'s SHA-256, so it cannot be told which: it may be {causes}")
+
+
+def _same(state: Mapping[str, Any], policy: PolicyFile) -> bool:
+    saved = state["policy"]
+    return saved.keys() == policy.state_dict.keys() and all(
+        torch.equal(saved[name], policy.state_dict[name]) for name in saved)
 
 
 def describe_origin(origin: Mapping[str, Any]) -> str:

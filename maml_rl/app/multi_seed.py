@@ -148,6 +148,7 @@ def _train_seeds(ray, output: Path, config_path, seeds, overrides, locks, *, res
         done, _ = ray.wait(list(pending), num_returns=1)
         seed = pending.pop(done[0])
         files = ray.get(done[0])
+        locks[seed].check()  # the folder locked at the start, not one made in its place since
         _write_folder(output / f"seed-{seed}", files)
         iterations = _iterations(output / f"seed-{seed}")
         print(f"seed {seed}: {iterations} of {totals[seed]} iterations", file=sys.stderr)

@@ -121,17 +121,29 @@ def _read_config(path: Path) -> dict:
 
 def _read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
     remedy = "it is train.py's log of the run; restore it, or train the run again"
+    # A resume keeps one readable row per iteration the checkpoint has passed (and names any it lost).
+    mended = (f"python train.py --output-folder {path.parent} --resume rewrites it with one row per iteration"
+              if (path.parent / "checkpoint.pt").is_file() else remedy)
     try:
         columns = load_metrics(path)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise _damaged(path, f"not valid JSON lines ({exc})", remedy) from None
+    except json.JSONDecodeError as exc:
+        raise _damaged(path, f"not valid JSON lines ({exc})", mended) from None
     except (AttributeError, TypeError):
-        raise _damaged(path, "its lines are not JSON objects", remedy) from None
+        raise _damaged(path, "its lines are not JSON objects", mended) from None
     except ValueError:
         raise ReportError(f"{path}: no iteration logged yet; train the run first (train.py)") from None
     missing = {"return_after", "total_env_steps"} - set(columns)
     if missing:
         raise _damaged(path, f"its rows lack {', '.join(sorted(missing))}", remedy)
+    iterations = columns.get("iteration", np.array([]))
+    values, counts = np.unique(iterations[np.isfinite(iterations)], return_counts=True)
+    repeated = values[counts > 1].astype(int).tolist()
+    if repeated:
+        shown = ", ".join(map(str, repeated[:5])) + (", ..." if len(repeated) > 5 else "")
+        raise _damaged(path, f"it logs iteration(s) {shown} more than once, which would shift the curve "
+                             "(two runs wrote the folder?)", mended)
     return columns["return_after"], columns["total_env_steps"]
 
 

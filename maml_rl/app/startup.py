@@ -1,24 +1,67 @@
-"""Ctrl-C while a script is still importing its modules (torch takes a second or more).
+"""Signals while a script is still importing its modules (torch takes a second or more).
 
-``run_script`` turns Ctrl-C into a clean exit once ``main()`` runs; before
-that, Python would print a traceback through torch's imports. This module
-imports nothing but the standard library, so that it is in place before them.
+``run_script`` turns Ctrl-C, SIGTERM and SIGHUP into a clean exit once ``main()``
+runs; before that, Python would print a traceback through torch's imports on
+Ctrl-C, die without a word on SIGTERM or SIGHUP, and, in a background job of a
+shell script (started with SIGINT ignored), lose a SIGINT altogether and run to
+the end. This module imports nothing but the standard library, so that the
+handlers are in place from a script's first lines, before those imports.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from typing import Iterator
 
-__all__ = ["quiet_interrupt"]
+__all__ = ["SignalExit", "install_signal_handlers", "quiet_interrupt"]
+
+
+class SignalExit(SystemExit):
+    """Raised by SIGTERM or SIGHUP while a script runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name
+
+
+def _raise_signal_exit(signum, frame):
+    raise SignalExit(signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP :class:`SignalExit`; idempotent."""
+    # A shell starts a background job (`train.py &` in a script) with SIGINT ignored, and Python keeps that:
+    # a run that cannot be interrupted. SIGINT is this script's way to stop, so it is always honoured.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A SIGTERM or SIGHUP already ignored (nohup) or handled by whoever embeds the script is left alone.
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _raise_signal_exit)
 
 
 @contextlib.contextmanager
 def quiet_interrupt(script: str) -> Iterator[None]:
-    """Around a script's imports: Ctrl-C exits with status 130 and one line, as it does once the script runs."""
+    """Around a script's imports: Ctrl-C exits with status 130, SIGTERM and SIGHUP with 128 + their number, each
+    with one line, as they do once the script runs."""
+    install_signal_handlers()
     try:
         yield
     except KeyboardInterrupt:
-        print(f"interrupted while {script} was starting; nothing was done", file=sys.stderr)
-        sys.exit(130)
+        _starting_stopped(f"interrupted while {script} was starting; nothing was done", 130)
+    except SignalExit as stop:
+        _starting_stopped(f"stopped by {stop.signal_name} while {script} was starting; nothing was done", stop.code)
+
+
+def _starting_stopped(message: str, status: int) -> None:
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # a second signal must not cut the exit short
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    try:
+        print(message, file=sys.stderr)
+    except OSError:  # the terminal is gone (SIGHUP)
+        pass
+    sys.exit(status)

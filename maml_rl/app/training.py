@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from tqdm import tqdm
@@ -29,7 +29,8 @@ from maml_rl.app.runs import (
     save_checkpoint,
 )
 from maml_rl.app.progress import PhaseBar, budget_line, cost_line, finished_line
-from maml_rl.app.runs.checkpoints import check_checkpoint_config
+from maml_rl.app.runs.checkpoints import check_checkpoint_config, check_checkpoint_rows
+from maml_rl.app.runs.metrics import keep_rows_before, logged_rows
 from maml_rl.app.runs.decline import DeclineMonitor
 from maml_rl.app.runs.fits import check_run_fits
 from maml_rl.app.runs.lock import RunFolderBusy, RunLock
@@ -72,6 +73,7 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
             saved_state = read_checkpoint(output / CHECKPOINT_FILE) if has_checkpoint else None
             if saved_state is not None:
                 check_checkpoint_config(saved_state, config, output / CHECKPOINT_FILE)
+                check_checkpoint_rows(saved_state, logged_rows(output), output / CHECKPOINT_FILE)
             given = config_path if config_path is not None else output / CONFIG_FILE if resume else default_config
             check_run_fits(config, env, source=str(given))
             if not lock.held:
@@ -84,14 +86,20 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
             env.close()
             raise
 
+        lock.check()
         prepare_output_folder(output, fresh=not has_checkpoint)
         atomic_write_json(config, output / CONFIG_FILE)
-        return _train(output, config, has_checkpoint, saved_state, env, device, sampler_options)
+        try:
+            return _train(output, config, has_checkpoint, saved_state, env, device, sampler_options, lock.check)
+        except FileNotFoundError:
+            lock.check()  # a write that failed because the folder was moved or deleted says so
+            raise
 
 
 def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, env: Any, device: Any,
-           sampler_options: Mapping[str, Any] | None) -> Path:
-    """The loop of a checked run whose folder is locked and whose config.json is written."""
+           sampler_options: Mapping[str, Any] | None, check_folder: Callable[[], None]) -> Path:
+    """The loop of a checked run whose folder is locked and whose config.json is written; ``check_folder``
+    raises unless the folder's path still names the locked folder (:meth:`RunLock.check`), before each write."""
     keep_freed_memory()
     torch.manual_seed(config["seed"])
     policy = make_policy(config, env)
@@ -117,6 +125,8 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                 metalearner=metalearner, monitors=monitors)
         num_batches = config["num-batches"]
         if start >= num_batches:
+            check_folder()
+            keep_rows_before(output, start)  # a complete run's log is mended as a continued one's is
             print(f"{output}: the run already has {start} of {num_batches} iterations; nothing to do",
                   file=sys.stderr)
             return output
@@ -126,6 +136,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
         metalearner.progress = PhaseBar()
         progress = tqdm(range(start, num_batches), initial=start, total=num_batches,
                         desc=config["env-name"], unit="batch", dynamic_ncols=True)
+        check_folder()
         with MetricsLogger(output, start_iteration=start) as logger, progress:
             missing = sorted(set(range(start)) - {row.get("iteration") for row in logger.history})
             if missing:
@@ -147,7 +158,8 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
 
                 counters["total_env_steps"] += stats["env_steps"]
                 trend, warning = decline.update(stats["return_after"])
-                logger.log({
+                check_folder()
+                row = logger.log({
                     "iteration": iteration,
                     **stats,
                     "total_env_steps": counters["total_env_steps"],
@@ -173,11 +185,12 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
                         progress.write(f"warning: {text}", file=sys.stderr)
 
                 # The checkpoint comes last: once it is written, the iteration is done.
-                atomic_save({name: value.detach().cpu() for name, value in policy.state_dict().items()},
-                            output / POLICY_FILE)
+                check_folder()
+                weights = {name: value.detach().cpu() for name, value in policy.state_dict().items()}
+                policy_sha256 = atomic_save(weights, output / POLICY_FILE)
                 save_checkpoint(output / CHECKPOINT_FILE, iteration=iteration + 1, config=config, policy=policy,
                                 sampler=sampler, counters=counters, metalearner=metalearner,
-                                monitors=monitors)
+                                monitors=monitors, policy_file_sha256=policy_sha256, last_row=row)
     print(finished_line(output, config), file=sys.stderr)
     return output
 

@@ -240,7 +240,7 @@ def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(
     run(write_config(tmp_path), folder, "--seed", "7", "--num-batches", "2")
     state = read_checkpoint(folder / "checkpoint.pt")
     del state["monitors"]
-    atomic_save(state, folder / "checkpoint.pt")
+    atomic_save({**state, "version": 1}, folder / "checkpoint.pt")  # such checkpoints were unsealed version 1
     run(write_config(tmp_path), folder, "--resume", "--num-batches", "3")
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     uninterrupted = [json.loads(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
@@ -253,7 +253,7 @@ def test_a_checkpoint_from_before_the_monitors_state_replays_them_from_the_rows(
     run(write_config(tmp_path), other, "--seed", "7", "--num-batches", "2")
     state = read_checkpoint(other / "checkpoint.pt")
     del state["monitors"]
-    atomic_save(state, other / "checkpoint.pt")
+    atomic_save({**state, "version": 1}, other / "checkpoint.pt")
     (other / "metrics.jsonl").unlink()
     capsys.readouterr()
     run(write_config(tmp_path), other, "--resume", "--num-batches", "3")

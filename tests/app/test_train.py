@@ -103,7 +103,7 @@ def test_resume_a_run_saved_before_a_defaulted_key_existed(reference_run, tmp_pa
     (folder / "config.json").write_text(json.dumps(saved))
     checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False)
     del checkpoint["config"]["loss-averaging"]
-    torch.save(checkpoint, folder / "checkpoint.pt")
+    torch.save({**checkpoint, "version": 1}, folder / "checkpoint.pt")  # such checkpoints were unsealed version 1
 
     run(small_config(tmp_path), folder, "--resume", "--num-batches", "3")
     assert_same_policy(load_policy(folder), load_policy(reference_run))
@@ -114,7 +114,7 @@ def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path, small_co
     run(small_config(tmp_path), folder, "--seed", "7", "--num-batches", "1")
     checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False)
     checkpoint["config"]["loss-averaging"] = "episode"
-    torch.save(checkpoint, folder / "checkpoint.pt")
+    torch.save({**checkpoint, "version": 1}, folder / "checkpoint.pt")  # unsealed: the version before the checksum
     with pytest.raises(ConfigError, match="loss-averaging: 'episode' -> 'step'"):
         run(small_config(tmp_path), folder, "--resume", "--num-batches", "2")
 

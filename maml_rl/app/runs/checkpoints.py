@@ -8,6 +8,8 @@ which every fit overwrites: they are read and not needed.)
 
 from __future__ import annotations
 
+import io
+import json
 import pickle
 import random
 import warnings
@@ -22,9 +24,12 @@ from maml_rl.app.config_files import ConfigError, config_diff, validate_config
 from maml_rl.app.runs.checksum import ChecksumMismatch, verify_digest
 from maml_rl.app.runs.files import atomic_save
 
-__all__ = ["RESUMABLE_CHANGES", "Resumed", "check_checkpoint_config", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
+__all__ = ["RESUMABLE_CHANGES", "Resumed", "check_checkpoint_config", "check_checkpoint_rows", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
 
-CHECKPOINT_VERSION = 1
+# Version 2: the same content as version 1, always sealed with its SHA-256 (read_checkpoint requires it).
+CHECKPOINT_VERSION = 2
+_SEALED_SINCE = 2
+_READABLE_VERSIONS = (1, 2)
 
 #: Keys a resumed run may change: the run is simply made longer (or shorter).
 RESUMABLE_CHANGES = ("num-batches",)
@@ -63,6 +68,8 @@ def save_checkpoint(
     counters: Mapping[str, Any],
     metalearner: Any,
     monitors: Mapping[str, Any] | None = None,
+    policy_file_sha256: str | None = None,
+    last_row: Mapping[str, Any] | None = None,
 ) -> None:
     """Write, atomically, everything a resumed run needs to continue exactly.
 
@@ -70,6 +77,10 @@ def save_checkpoint(
     :param counters: running totals to carry over (e.g. the number of env steps).
     :param monitors: objects with a ``state_dict()`` that watch the logged metrics (the decline and stall
         monitors), by name: saved so that their metrics go on exactly even if ``metrics.jsonl`` loses rows.
+    :param policy_file_sha256: the SHA-256 of the ``policy.th`` written just before (what ``atomic_save`` returned),
+        by which test.py tells that file, unsealed, from a damaged or replaced one.
+    :param last_row: the row of ``metrics.jsonl`` logged for the iteration just done, by which a resumed run tells
+        that the checkpoint is its folder's own (:func:`check_checkpoint_rows`).
     The file records its own SHA-256 (:mod:`~maml_rl.app.runs.checksum`), which :func:`safe_load` verifies.
     """
     atomic_save(
@@ -84,6 +95,9 @@ def save_checkpoint(
             # A meta-learner with state of its own (an optimiser's moments); none is no key, as before.
             **({"metalearner": learner_state} if (learner_state := metalearner.state_dict()) else {}),
             "monitors": {name: monitor.state_dict() for name, monitor in (monitors or {}).items()},
+            **({"policy_file_sha256": policy_file_sha256} if policy_file_sha256 is not None else {}),
+            # Without its wall-clock columns: a checkpoint holds what the seed decides, the same in every such run.
+            **({"last_row": _seeded(last_row)} if last_row is not None else {}),
         },
         path,
         checksum=True,
@@ -98,7 +112,7 @@ def _numpy_array_globals() -> list:
     return [core.multiarray._reconstruct, np.ndarray, np.dtype, *(type(np.dtype(t)) for t in dtypes)]
 
 
-def safe_load(path: str | Path, remedy: str) -> Any:
+def safe_load(path: str | Path, remedy: str, *, data: bytes | None = None) -> Any:
     """``torch.load`` that cannot run code: tensors, plain Python data and numeric numpy arrays only.
 
     Read with ``weights_only=True`` and an explicit allow-list of numeric numpy
@@ -108,13 +122,22 @@ def safe_load(path: str | Path, remedy: str) -> Any:
     A file that records its SHA-256 (a checkpoint) is verified first: one flipped bit is refused.
 
     :param remedy: what the user can do, appended to the error messages.
+    :param data: the file's bytes, already read (so that what a caller hashes is what is loaded); ``path`` then
+        only names it.
     :raises ConfigError: the file is missing, damaged or refused.
     """
-    path = Path(path)
+    return _load(Path(path), remedy, data)[0]
+
+
+def _load(path: Path, remedy: str, data: bytes | None) -> tuple[Any, bool]:
+    """:func:`safe_load`, and whether the file recorded a digest (that its bytes give)."""
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ConfigError(f"{path} does not exist") from None
     try:
-        verify_digest(path)
-    except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist") from None
+        sealed = verify_digest(data)
     except ChecksumMismatch as exc:
         raise ConfigError(f"{path} is damaged: its bytes changed since it was written ({exc}), by the disk, "
                           f"a copy or an edit; nothing in it was used. {remedy}") from None
@@ -125,9 +148,7 @@ def safe_load(path: str | Path, remedy: str) -> Any:
         # below with what to do, so the warning adds nothing.
         with torch.serialization.safe_globals(_numpy_array_globals()), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist") from None
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True), sealed
     except pickle.UnpicklingError as exc:
         # Only a request for a global (a function to call, a class to build) is a refusal; an unknown
         # opcode ("Unsupported operand 0") is bytes that are no pickle at all: a damaged file.
@@ -137,46 +158,52 @@ def safe_load(path: str | Path, remedy: str) -> Any:
                 f"{path} was refused: it asks to run code or build objects that maml_rl's files never hold "
                 f"({unsupported}), so it was not written by maml_rl or was altered; nothing in it was run. {remedy}"
             ) from None
-        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(path, exc)}). "
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(data, exc)}). "
                           f"{remedy}") from None
     except Exception as exc:  # torch reports truncation, garbage and empty files in many ways
-        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(path, exc)}). "
+        raise ConfigError(f"{path} is damaged or not a file torch.save wrote ({_damage(data, exc)}). "
                           f"{remedy}") from None
 
 
-def _damage(path: Path, exc: Exception) -> str:
+def _damage(data: bytes, exc: Exception) -> str:
     """What is wrong with a file torch.load could not read, as plainly as the bytes tell."""
-    size = path.stat().st_size
-    if size == 0:
+    if not data:
         return "the file is empty"
-    with open(path, "rb") as f:
-        head = f.read(4)
-        f.seek(0)
-        if all(not chunk.strip(b"\0") for chunk in iter(lambda: f.read(1 << 20), b"")):
-            return f"its {size} bytes are all zero"
-    if not zipfile.is_zipfile(path):
-        if head == b"PK\x03\x04":
+    if not data.strip(b"\0"):
+        return f"its {len(data)} bytes are all zero"
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        if data[:4] == b"PK\x03\x04":
             return "a zip archive cut short or damaged, e.g. by a copy or a disk that filled up"
         return "it is not the zip archive that torch.save writes"
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
-def read_checkpoint(path: str | Path) -> dict:
+def read_checkpoint(path: str | Path, *, data: bytes | None = None) -> dict:
     """The contents of a checkpoint written by :func:`save_checkpoint`, read with :func:`safe_load`.
 
+    A checkpoint of version 2 or later is always sealed (:mod:`~maml_rl.app.runs.checksum`): one that reads as
+    unsealed lost its record (a flipped bit in the marker or the comment's length, a stripped comment), so its
+    content cannot be trusted either. Version 1, from before the checksum, is read unchecked.
+
+    :param data: the file's bytes, already read.
     :raises ConfigError: the file is missing, damaged, refused or not a checkpoint,
         with what to do about it.
     """
     path = Path(path)
     remedy = (f"Restore a good copy of it, or start the run again from scratch with --overwrite "
               f"(which discards {path.name}).")
-    state = safe_load(path, remedy)
+    state, sealed = _load(path, remedy, data)
     keys = ("version", "iteration", "config", "policy", "sampler", "rng", "counters")
     if not isinstance(state, dict) or any(key not in state for key in keys):
         raise ConfigError(f"{path} is not a maml_rl training checkpoint (it lacks {', '.join(keys)}). {remedy}")
-    if state["version"] != CHECKPOINT_VERSION:
+    if state["version"] not in _READABLE_VERSIONS:
         raise ConfigError(f"{path}: unsupported checkpoint version {state['version']!r}. {remedy}")
+    if state["version"] >= _SEALED_SINCE and not sealed:
+        raise ConfigError(f"{path} is damaged: a checkpoint of version {state['version']} records its SHA-256 at "
+                          "its end, and this one's record is missing or unreadable (its last bytes changed, by the "
+                          f"disk, a copy or an edit), so its content cannot be checked; nothing in it was used. "
+                          f"{remedy}")
     return state
 
 
@@ -191,6 +218,44 @@ def check_checkpoint_config(state: Mapping[str, Any], config: Mapping[str, Any],
     differences = config_diff(saved, config, ignore=RESUMABLE_CHANGES)
     if differences:
         raise ConfigError(f"{path} was written with another configuration:\n  " + "\n  ".join(differences))
+
+
+def check_checkpoint_rows(state: Mapping[str, Any], rows: list[dict], path: str | Path) -> None:
+    """Refuse a checkpoint that is not of the run logged in its folder's ``metrics.jsonl``: the row it recorded
+    for its last iteration (``last_row``) against the row logged there, their wall-clock columns aside (two
+    runs of one seed and configuration are the same run).
+
+    A checkpoint copied in from another run (another seed, say) matched its own configuration and, without
+    ``config.json``, nothing else: the resumed run then logged its rows after the folder's. A checkpoint from before
+    the record, or a folder that lost that row, has nothing to compare.
+
+    :raises ConfigError: naming the iteration, what differs, and what to do.
+    """
+    recorded = state.get("last_row")
+    if not isinstance(recorded, Mapping):
+        return
+    logged = [row for row in rows if row.get("iteration") == recorded.get("iteration")]
+    seeded = _seeded(recorded)
+    if not logged or any(_same_row(row, seeded) for row in logged):
+        return
+    row = logged[-1]
+    differences = [f"{key}: {row.get(key)!r} logged, {value!r} in the checkpoint" for key, value in seeded.items()
+                   if row.get(key) != value][:3]
+    raise ConfigError(
+        f"{path} is not the checkpoint of the run logged beside it: its iteration {recorded.get('iteration')} "
+        f"differs from the row logged for it in metrics.jsonl ({'; '.join(differences)}); the checkpoint's run has "
+        f"seed {state['config'].get('seed')}. Restore the run's own {Path(path).name}; or start the run over with "
+        "--overwrite, or resume the checkpoint's run in its own folder")
+
+
+def _seeded(row: Mapping[str, Any]) -> dict:
+    """A metrics row without its wall-clock columns (``time_*``)."""
+    return {key: value for key, value in row.items() if not key.startswith("time_")}
+
+
+def _same_row(row: Mapping[str, Any], seeded: Mapping[str, Any]) -> bool:
+    # As JSON, as metrics.jsonl holds them: a NaN (a learner's loss, say) equals a NaN.
+    return json.dumps(_seeded(row), sort_keys=True) == json.dumps(dict(seeded), sort_keys=True)
 
 
 class Resumed(NamedTuple):

@@ -5,8 +5,12 @@ directory) ends with an empty comment. :class:`DigestWriter` hashes the bytes
 on their way to the file, and :func:`seal` then writes ``maml_rl sha256 <hex>``
 into that comment. ``torch.load`` and ``zipfile`` ignore the comment, so the
 file reads as before; :func:`verify_digest` recomputes the digest of the
-archive as torch wrote it and compares. A file with no such comment (written
-before checksums, or by another program) is read unchecked.
+archive as torch wrote it and compares.
+
+A file with no such comment is read unchecked here: the comment's absence is
+bytes like any other, so whoever reads a kind of file that is always sealed
+(a checkpoint, since its format's version 2: :mod:`~maml_rl.app.runs.checkpoints`)
+refuses it when it lacks one.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ _MARKER = b"maml_rl sha256 "
 _END_RECORD = b"PK\x05\x06"  # the zip end-of-central-directory signature; the record is 22 bytes + its comment
 _END_RECORD_SIZE = 22
 _COMMENT_SIZE = len(_MARKER) + 64
-_CHUNK = 1 << 20
 
 
 class ChecksumMismatch(Exception):
@@ -59,34 +62,25 @@ def seal(file: BinaryIO, writer: DigestWriter) -> None:
     file.write(struct.pack("<H", len(comment)) + comment)
 
 
-def verify_digest(path: str | Path) -> bool:
-    """Whether ``path`` recorded a digest (False: nothing to check).
+def verify_digest(source: str | Path | bytes) -> bool:
+    """Whether the file (its path, or its bytes) records a digest (False: nothing to check).
 
     :raises ChecksumMismatch: it recorded one and its bytes no longer give it.
     """
-    path = Path(path)
-    size = path.stat().st_size
+    data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source
+    size = len(data)
     tail_size = _END_RECORD_SIZE + _COMMENT_SIZE
     if size < tail_size:
         return False
-    with open(path, "rb") as f:
-        f.seek(size - tail_size)
-        tail = f.read(tail_size)
-        comment = tail[_END_RECORD_SIZE:]
-        if tail[:4] != _END_RECORD or not comment.startswith(_MARKER) \
-                or struct.unpack("<H", tail[_END_RECORD_SIZE - 2:_END_RECORD_SIZE])[0] != _COMMENT_SIZE:
-            return False
-        recorded = comment[len(_MARKER):].decode("ascii", errors="replace")
-        # The archive as torch wrote it: everything up to the comment's length, which was zero.
-        digest, remaining = hashlib.sha256(), size - _COMMENT_SIZE - 2
-        f.seek(0)
-        while remaining:
-            chunk = f.read(min(_CHUNK, remaining))
-            if not chunk:
-                break
-            digest.update(chunk)
-            remaining -= len(chunk)
-        digest.update(b"\0\0")
+    tail = data[size - tail_size:]
+    comment = tail[_END_RECORD_SIZE:]
+    if tail[:4] != _END_RECORD or not comment.startswith(_MARKER) \
+            or struct.unpack("<H", tail[_END_RECORD_SIZE - 2:_END_RECORD_SIZE])[0] != _COMMENT_SIZE:
+        return False
+    recorded = comment[len(_MARKER):].decode("ascii", errors="replace")
+    # The archive as torch wrote it: everything up to the comment's length, which was zero.
+    digest = hashlib.sha256(memoryview(data)[:size - _COMMENT_SIZE - 2])
+    digest.update(b"\0\0")
     if digest.hexdigest() != recorded:
         raise ChecksumMismatch(f"its SHA-256 is {digest.hexdigest()[:16]}..., it recorded {recorded[:16]}...")
     return True

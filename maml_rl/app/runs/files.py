@@ -147,19 +147,24 @@ def prepare_output_folder(folder: str | Path, *, fresh: bool) -> Path:
     return folder
 
 
-def atomic_save(obj: Any, path: str | Path, *, checksum: bool = False) -> None:
+def atomic_save(obj: Any, path: str | Path, *, checksum: bool = False) -> str:
     """``torch.save(obj, path)``, atomically.
 
     :param checksum: record the archive's SHA-256 in it (:mod:`~maml_rl.app.runs.checksum`), for
         :func:`~maml_rl.app.runs.checkpoints.safe_load` to verify; what ``torch.load`` reads is unchanged.
+    :return: the SHA-256 (hex) of what ``torch.save`` wrote: without ``checksum``, the file's.
     """
+    digests = []
+
     def write(f):
-        writer = DigestWriter(f) if checksum else f
+        writer = DigestWriter(f)
         torch.save(obj, writer)
         if checksum:
             seal(f, writer)
+        digests.append(writer.sha256.hexdigest())
 
     atomic_write(Path(path), write)
+    return digests[-1]
 
 
 def atomic_write_json(obj: Any, path: str | Path) -> None:

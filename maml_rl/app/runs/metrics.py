@@ -14,7 +14,7 @@ import torch
 from maml_rl.app.config_files import ConfigError
 from maml_rl.app.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
 
-__all__ = ["MetricsLogger", "logged_rows"]
+__all__ = ["MetricsLogger", "keep_rows_before", "logged_rows"]
 
 
 def logged_rows(folder: str | Path) -> list[dict]:
@@ -46,6 +46,28 @@ def logged_rows(folder: str | Path) -> list[dict]:
     return rows
 
 
+def keep_rows_before(folder: str | Path, start_iteration: int) -> list[dict]:
+    """Rewrite a run's ``metrics.jsonl`` (if any) with one row per iteration before ``start_iteration``, in order,
+    and return them: a resumed run's past.
+
+    Dropped: rows of iterations the run will do again, a partial or garbage line, and all but the last row of an
+    iteration logged more than once (by a run that wrote the folder beside another), which would shift every
+    later point of a training curve.
+    """
+    path = Path(folder) / METRICS_FILE
+    if not path.exists():
+        return []
+    kept: dict[int, dict] = {}
+    for row in logged_rows(folder):
+        iteration = row.get("iteration")
+        if isinstance(iteration, int) and not isinstance(iteration, bool) and 0 <= iteration < start_iteration:
+            kept[iteration] = row
+    rows = [kept[iteration] for iteration in sorted(kept)]
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    atomic_write(path, lambda f: f.write(text.encode()))
+    return rows
+
+
 def _json_value(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
@@ -64,8 +86,9 @@ class MetricsLogger:
     """Per-iteration metrics to ``metrics.jsonl`` and, if available, TensorBoard.
 
     On a resumed run, lines of iterations at or after ``start_iteration`` (an
-    iteration done again after the restart) and any partial last line are
-    dropped first, so the file ends up with one line per iteration.
+    iteration done again after the restart), any partial last line and a
+    duplicated row are dropped first (:func:`keep_rows_before`), so the file
+    ends up with one line per iteration.
 
     Each row opens the file by its path: a file replaced while the run goes
     on (a ``git checkout`` or a copy over the run folder) gets the later rows,
@@ -94,15 +117,10 @@ class MetricsLogger:
                 self.writer = SummaryWriter(str(Path(folder) / TENSORBOARD_DIR), purge_step=start_iteration)
 
     def _truncate(self, start_iteration: int) -> None:
-        if not self.path.exists():
-            return
-        self.history = [row for row in logged_rows(self.path.parent)
-                        if row.get("iteration", start_iteration) < start_iteration]
-        text = "".join(json.dumps(row) + "\n" for row in self.history)
-        atomic_write(self.path, lambda f: f.write(text.encode()))
+        self.history = keep_rows_before(self.path.parent, start_iteration)
 
-    def log(self, metrics: Mapping[str, Any]) -> None:
-        """Append one iteration's metrics (``metrics["iteration"]`` is the step)."""
+    def log(self, metrics: Mapping[str, Any]) -> dict:
+        """Append one iteration's metrics (``metrics["iteration"]`` is the step); the row as written."""
         record = {key: _json_value(value) for key, value in metrics.items()}
         with open(self.path, "a") as file:
             file.write(json.dumps(record) + "\n")
@@ -117,6 +135,7 @@ class MetricsLogger:
                 tag = f"{group}/{rest}" if group in _TB_GROUPS and rest else key
                 self.writer.add_scalar(tag, float(value), step)
             self.writer.flush()
+        return record
 
     def close(self) -> None:
         if self.writer is not None:

@@ -1,0 +1,72 @@
+"""Signals are honoured from a script's first lines: a SIGINT to a background job of a shell script (started with
+SIGINT ignored) while train.py still imports torch stops it, and SIGTERM or SIGHUP then end it with a message; a
+signal once the script is done cannot turn a finished run's exit into a death by that signal."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT
+
+pytestmark = pytest.mark.processes
+
+
+def importing_torch(pid):
+    """Whether the process has begun loading torch's library (its imports are well under way, not over)."""
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            return "libtorch" in maps.read()
+    except OSError:
+        return False
+
+
+def signal_while_starting(tmp_path, small_config, signum):
+    config = small_config(tmp_path, **{"num-batches": 2})
+    # As a shell script's `python train.py ... &` starts it: SIGINT ignored, SIGTERM and SIGHUP at their defaults.
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), "--config", str(config), "--output-folder", str(tmp_path / "run"),
+         "--num-workers", "0", "--seed", "1"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: [signal.signal(signal.SIGINT, signal.SIG_IGN),
+                                       signal.signal(signal.SIGHUP, signal.SIG_DFL)])
+    deadline = time.monotonic() + 60
+    while not importing_torch(process.pid):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.005)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    return process.returncode, err
+
+
+def test_sigint_while_a_background_train_py_starts_stops_it(tmp_path, small_config):
+    """It was lost: the run went on to the end and exited 0."""
+    status, err = signal_while_starting(tmp_path, small_config, signal.SIGINT)
+    assert (status, err.strip()) == (130, "interrupted while train.py was starting; nothing was done")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_while_train_py_starts_is_said(tmp_path, small_config, signum):
+    """Either killed the process without a word (status -15, -1)."""
+    status, err = signal_while_starting(tmp_path, small_config, signum)
+    name = signal.Signals(signum).name
+    assert (status, err.strip()) == (128 + signum, f"stopped by {name} while train.py was starting; nothing was done")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_signal_after_the_script_is_done_changes_nothing():
+    """The handlers stayed after main() returned, and the interpreter's shutdown restores the default actions:
+    3 of 60 finished runs exited -15 when a SIGTERM came then."""
+    from maml_rl.app.command_line import run_script
+
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        run_script(lambda: None)
+        for signum in handlers:
+            assert signal.getsignal(signum) is signal.SIG_IGN, signal.Signals(signum).name
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)

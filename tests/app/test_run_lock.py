@@ -1,0 +1,135 @@
+"""The lock of a run folder is on the folder itself: deleting a file in it, or moving the folder away and making
+another in its place, never lets two runs write one folder, and a run whose folder went away says so."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from maml_rl.app.config_files import ConfigError
+from maml_rl.app.runs import lock as run_lock
+from maml_rl.app.runs.lock import RunFolderBusy, RunLock, writer_of
+
+from helpers import ROOT
+from helpers.runs import read_metrics, run
+
+pytestmark = pytest.mark.processes
+
+
+def test_deleting_a_file_in_the_folder_does_not_free_it(tmp_path):
+    """The lock was flock on ``.lock``: removed mid-run, the next train.py locked a new file and both wrote."""
+    with RunLock(tmp_path) as lock:
+        lock.acquire()
+        for path in tmp_path.iterdir():  # whatever the lock keeps in the folder, a user may delete
+            path.unlink()
+        assert writer_of(tmp_path) == os.getpid()
+        with pytest.raises(RunFolderBusy, match=rf"being written by another train.py \(process {os.getpid()}\)"):
+            RunLock(tmp_path).acquire()
+    assert writer_of(tmp_path) is None
+
+
+def test_a_refused_resume_changes_nothing_in_the_folder(tmp_path, small_config):
+    """A refused --resume rewrote ``.lock`` with its own pid."""
+    config = small_config(tmp_path, **{"num-batches": 1})
+    output = tmp_path / "run"
+    run(config, output, "--seed", "3")
+
+    def files():
+        return {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in output.iterdir() if path.is_file()}
+
+    before = files()
+    time.sleep(0.01)  # a rewrite would show in the modification times
+    with pytest.raises(ConfigError, match="--seed 4 differs from the run's seed 3"):
+        run(config, output, "--resume", "--seed", "4")
+    assert files() == before
+
+
+@pytest.mark.parametrize("fate", ["renamed", "deleted"])
+def test_a_lock_knows_its_folder_went_away(tmp_path, fate):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    with RunLock(folder) as lock:
+        lock.acquire()
+        lock.check()  # still its folder
+        if fate == "renamed":
+            folder.rename(tmp_path / "moved")
+            folder.mkdir()  # and a new folder in its place: another one, which another run may lock
+            with RunLock(folder) as other:
+                other.acquire()
+            where = rf"its files are now in {tmp_path / 'moved'}; continue the run there with --resume"
+        else:
+            folder.rmdir()
+            where = "it was deleted"
+        with pytest.raises(run_lock.RunFolderLost, match=rf"{folder} is no longer the folder this run was writing: .*{where}"):
+            lock.check()
+
+
+def _start(tmp_path, config, output):
+    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), "--config", str(config), "--output-folder",
+                             str(output), "--num-workers", "0", "--seed", "3"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_rows(process, metrics, rows, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= rows):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_a_run_whose_folder_is_moved_stops_and_writes_nothing_into_a_new_one(tmp_path, small_config):
+    """Renamed mid-run, the folder's run went on writing by path: into the new folder made in its place, which a
+    second train.py had locked (metrics.jsonl: ... 9, 9, 10, 10, ...); deleted, it ended in a FileNotFoundError
+    traceback."""
+    config = small_config(tmp_path, **{"num-batches": 1000})
+    output, moved = tmp_path / "run", tmp_path / "moved"
+    writer = _start(tmp_path, config, output)
+    try:
+        _wait_for_rows(writer, output / "metrics.jsonl", rows=2)
+        output.rename(moved)
+        output.mkdir()
+        (output / "mine.txt").write_text("another run's folder")
+        _, err = writer.communicate(timeout=60)
+    finally:
+        if writer.poll() is None:
+            writer.send_signal(signal.SIGINT)
+            writer.communicate(timeout=60)
+    assert writer.returncode == 2, err
+    assert "Traceback" not in err
+    assert err.strip().endswith(
+        f"error: {output} is no longer the folder this run was writing: it was moved, renamed or deleted while "
+        f"the run went on, so the run stopped without writing more (its files are now in {moved}; continue the "
+        f"run there with --resume --output-folder {moved})")
+    assert sorted(path.name for path in output.iterdir()) == ["mine.txt"]
+    iterations = [row["iteration"] for row in read_metrics(moved)]
+    assert iterations == list(range(len(iterations))) and len(iterations) >= 2
+
+
+@pytest.mark.slow
+def test_a_run_whose_folder_is_deleted_says_so(tmp_path, small_config):
+    config = small_config(tmp_path, **{"num-batches": 1000})
+    output = tmp_path / "run"
+    writer = _start(tmp_path, config, output)
+    try:
+        _wait_for_rows(writer, output / "metrics.jsonl", rows=2)
+        for path in output.rglob("*"):
+            if path.is_file():
+                path.unlink()
+        for path in sorted(output.rglob("*"), reverse=True):
+            path.rmdir()
+        output.rmdir()
+        _, err = writer.communicate(timeout=60)
+    finally:
+        if writer.poll() is None:
+            writer.send_signal(signal.SIGINT)
+            writer.communicate(timeout=60)
+    assert writer.returncode == 2, err
+    assert "Traceback" not in err
+    assert err.strip().endswith(f"error: {output} is no longer the folder this run was writing: it was moved, "
+                                "renamed or deleted while the run went on, so the run stopped without writing more "
+                                "(it was deleted, with the files this run had written)")
+    assert not output.exists()

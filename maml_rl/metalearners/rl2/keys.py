@@ -11,7 +11,8 @@ __all__ = ["DEFAULTS", "RL2_PPO_KEYS"]
 #: The keys of RL² with a PPO update (:class:`~maml_rl.metalearners.RL2PPO`). Defaults follow
 #: metaworld-algorithms' RL² (docs/training.md, "RL²", lists where this package departs from it).
 RL2_PPO_KEYS: tuple[Hyperparameter, ...] = trial_keys(
-    (Hyperparameter("gru-size", int, 256, POSITIVE_INT, "Width of the policy's GRU (after the hidden-sizes encoder)."),),
+    (Hyperparameter("gru-size", int, 256, POSITIVE_INT,
+                    "Width of the policy's GRU (after the hidden-sizes encoder)."),),
     chunks=True,
     after_chunks=(
         Hyperparameter("action-head", str, "linear", choice("linear", "tanh"),

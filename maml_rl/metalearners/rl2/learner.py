@@ -33,6 +33,16 @@ class RL2PPO(TrialPPO):
     protocol_name: ClassVar[str] = "rl2-trials"
     label: ClassVar[str] = " (RL²)"
 
+    #: A fraction of a second per iteration of 2D navigation (MetaLearner.contract_config): 3 episodes a trial,
+    #: then the evaluation episodes.
+    contract_config: ClassVar[dict] = {
+        "algorithm": "rl2-ppo", "env-name": "2DNavigation-v0",
+        "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10}, "gamma": 0.99,
+        "hidden-sizes": [16, 16], "nonlinearity": "tanh", "fast-batch-size": 4, "meta-batch-size": 3,
+        "num-batches": 2, "episodes-per-trial": 3, "gru-size": 8, "ppo-epochs": 2, "ppo-minibatches": 2,
+        "bptt-chunk": 7, "gae-lambda": 0.95}
+    contract_stages: ClassVar[int] = 3 + 1
+
     def memory_needs(self, config: Mapping[str, Any], observation_size: int, action_size: int,
                      horizon: int) -> dict[str, int]:
         # Each step of a trial keeps its inputs and, for the update, the GRU's state.

@@ -238,8 +238,8 @@ class TrialPPO(MetaLearner):
             raise ValueError(f"{type(self).__name__}.step() needs the trials of at least one task")
         for batch in trials:
             if not isinstance(batch, TrialBatch) or batch.log_probs is None:
-                raise StaleEpisodesError(f"{type(self).__name__}.step() needs TrialBatches sampled by the recurrent policy "
-                                         "(MultiTaskSampler.rollout_trials), with behaviour log-probabilities")
+                raise StaleEpisodesError(f"{type(self).__name__}.step() needs TrialBatches sampled by the recurrent "
+                                         "policy (MultiTaskSampler.rollout_trials), with behaviour log-probabilities")
             if batch.actions_from != "sample":
                 raise StaleEpisodesError("these trials took the policy's mean actions (evaluation); "
                                          "a policy-gradient step needs sampled ones")

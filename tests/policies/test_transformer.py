@@ -180,3 +180,26 @@ def test_resetting_the_context_each_attempt_repeats_the_first_attempt(make):
     for batch, other in zip(kept, reset):
         assert torch.equal(batch.actions[:4], other.actions[:4])  # the first attempt is the same either way
         assert not torch.equal(batch.actions[4:8], batch.actions[:4])
+
+
+def test_the_memory_check_counts_the_key_value_cache_the_policy_declares(monkeypatch):
+    """The pool's check is given the cache of a whole trial (keys and values of every layer, room to double),
+    and refuses a trial whose cache cannot fit, before any step."""
+    from maml_rl.samplers.backends import local
+    from maml_rl.samplers.workers.memory import InsufficientMemoryError
+
+    asked = []
+
+    def spy(**kwargs):
+        asked.append(kwargs["buffer_bytes"])
+        raise InsufficientMemoryError("stop here")
+
+    monkeypatch.setattr(local, "check_memory", spy)
+    S, rows = 4 * 2, 10 * 50
+    for d_model in (8, 64):
+        policy = TransformerPolicy(InputFormat().size(2, 2), 2, d_model=d_model, num_layers=3, num_heads=2)
+        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 50}, 2, policy, seed=0, num_workers=0) as s:
+            with pytest.raises(InsufficientMemoryError, match="stop here"):
+                s.rollout_trials(s.sample_tasks(4), 10)
+    # Twice (the check's margin for a copy) keys + values x 3 layers x 2 (doubling) x rows x d_model floats.
+    assert asked[1] - asked[0] == 2 * (2 * 3 * 2 * S * rows * (64 - 8) * 4)

@@ -17,12 +17,14 @@ the learner rebuilds each trial from its :class:`~maml_rl.data.trials.TrialBatch
 from __future__ import annotations
 
 import math
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributions import Categorical, Distribution, Independent, Normal
+
+from maml_rl.policies.policy import get_nonlinearity
 
 __all__ = ["KVCache", "TransformerPolicy"]
 
@@ -48,6 +50,24 @@ def positional_encoding(positions: torch.Tensor, size: int) -> torch.Tensor:
     out[..., 0::2] = torch.sin(angles)
     out[..., 1::2] = torch.cos(angles[..., : size // 2])
     return out
+
+
+class _Encoder(nn.Module):
+    """A step's input row to its token: ``hidden_sizes`` layers with ``nonlinearity``, then a linear map to
+    ``d_model`` (none: one linear embedding, as TrMRL's)."""
+
+    def __init__(self, input_size: int, hidden_sizes: Sequence[int], d_model: int,
+                 nonlinearity: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        sizes = (input_size, *hidden_sizes)
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.out = nn.Linear(sizes[-1], d_model)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.hidden:
+            x = self.nonlinearity(layer(x))
+        return self.out(x)
 
 
 class _Block(nn.Module):
@@ -79,6 +99,7 @@ class TransformerPolicy(nn.Module):
 
     :param input_size: width of one step's input row (the input format's ``size``).
     :param output_size: action dimension, or number of categories.
+    :param hidden_sizes: the token encoder's hidden layers (with ``nonlinearity``) before ``d_model``.
     :param window: attend to at most this many tokens (the current one included) at every layer;
         ``None``: the whole trial.
     """
@@ -89,7 +110,8 @@ class TransformerPolicy(nn.Module):
 
     def __init__(self, input_size: int, output_size: int, d_model: int = 64, num_layers: int = 2,
                  num_heads: int = 4, window: Optional[int] = None, categorical: bool = False,
-                 init_std: float = 1.0, min_std: float = 1e-6) -> None:
+                 init_std: float = 1.0, min_std: float = 1e-6, hidden_sizes: Sequence[int] = (),
+                 nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh") -> None:
         super().__init__()
         if d_model % num_heads or d_model % 2:
             raise ValueError(f"TransformerPolicy: d_model ({d_model}) must be even and a multiple of num_heads "
@@ -101,7 +123,8 @@ class TransformerPolicy(nn.Module):
         self.window = None if window is None else int(window)
         self.categorical = bool(categorical)
         self.min_log_std = math.log(min_std)
-        self.embed = nn.Linear(self.input_size, self.d_model)
+        self.embed = _Encoder(self.input_size, tuple(int(h) for h in hidden_sizes), self.d_model,
+                              get_nonlinearity(nonlinearity))
         self.blocks = nn.ModuleList(_Block(self.d_model, self.num_heads) for _ in range(self.num_layers))
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.output_size)

@@ -91,9 +91,11 @@ def test_a_window_forgets_what_left_it_and_the_whole_trial_does_not():
         assert torch.equal(a[5], b[5]) == same_at_end
 
 
-def test_a_categorical_head_decodes_as_it_trains():
+def test_a_categorical_head_after_a_token_encoder_decodes_as_it_trains():
     torch.manual_seed(1)
-    policy = TransformerPolicy(4, 3, d_model=8, num_layers=2, num_heads=2, categorical=True)
+    policy = TransformerPolicy(4, 3, d_model=8, num_layers=2, num_heads=2, categorical=True, hidden_sizes=(6,),
+                               nonlinearity="relu")
+    assert len(policy.embed.hidden) == 1
     inputs = torch.randn(5, 2, 4)
     torch.testing.assert_close(decode(policy, inputs), policy.forward_trials(inputs)[0].logits.detach(),
                                atol=ATOL, rtol=RTOL)

@@ -28,7 +28,7 @@ class TransformerPPO(TrialPPO):
     contract_config: ClassVar[dict] = {
         "algorithm": "transformer-ppo", "env-name": "2DNavigation-v0",
         "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 5}, "gamma": 0.99,
-        "hidden-sizes": [8], "nonlinearity": "tanh", "fast-batch-size": 2, "meta-batch-size": 2,
+        "hidden-sizes": [], "nonlinearity": "tanh", "fast-batch-size": 2, "meta-batch-size": 2,
         "num-batches": 2, "episodes-per-trial": 2, "d-model": 8, "num-layers": 1, "num-heads": 2,
         "ppo-epochs": 2, "ppo-minibatches": 2, "gae-lambda": 0.95,
     }
@@ -54,7 +54,8 @@ class TransformerPPO(TrialPPO):
 
     @staticmethod
     def make_policy(env: Any, config: Mapping[str, Any]) -> TransformerPolicy:
-        """The Transformer of a configuration, its input the trial format's for the env's spaces."""
+        """The Transformer of a configuration, its input the trial format's for the env's spaces; the shared
+        ``hidden-sizes`` and ``nonlinearity`` are its token encoder's (``[]``: one linear embedding)."""
         observation_size = int(spaces.flatdim(env.observation_space))
         action_space = env.action_space
         discrete = isinstance(action_space, spaces.Discrete)
@@ -62,7 +63,8 @@ class TransformerPPO(TrialPPO):
         width = InputFormat(attempt=config["attempt-input"]).size(observation_size, action_size)
         return TransformerPolicy(width, action_size, d_model=config["d-model"], num_layers=config["num-layers"],
                                  num_heads=config["num-heads"], window=config["context-window"],
-                                 categorical=discrete)
+                                 categorical=discrete, hidden_sizes=config["hidden-sizes"],
+                                 nonlinearity=config["nonlinearity"])
 
     @staticmethod
     def config_problems(config: Mapping[str, Any]) -> list[str]:

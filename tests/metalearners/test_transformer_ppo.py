@@ -33,6 +33,10 @@ def test_test_py_labels_the_transformer_and_records_the_context_reset(reference_
     plain = _evaluate(folder, tmp_path / "plain.npz")
     first_line = capsys.readouterr().out.splitlines()[0]
     assert "(Transformer)" in first_line and "RL²" not in first_line
+    assert "then 1 evaluation episodes in the same trial" in first_line
+    with pytest.raises(ValueError, match="leave out --eval-actions mean"):
+        _evaluate(folder, tmp_path / "mean.npz", "--eval-actions", "mean")
+    assert not (tmp_path / "mean.npz").exists()
     reset = _evaluate(folder, tmp_path / "reset.npz", "--reset-context-each-attempt")
     assert "the context reset at each episode" in capsys.readouterr().out.splitlines()[0]
     # Rows: the 2 attempts of the trial, then the evaluation episode; the first attempt is the same either way.

@@ -24,6 +24,7 @@ class TransformerPPO(TrialPPO):
     hyperparameters: ClassVar[tuple[Hyperparameter, ...]] = TRANSFORMER_PPO_KEYS
     protocol_name: ClassVar[str] = "transformer-trials"
     label: ClassVar[str] = " (Transformer)"
+    evaluation_in_trial: ClassVar[bool] = True
     #: A few seconds of 2D navigation: the run the learner contract test trains, resumes and evaluates.
     contract_config: ClassVar[dict] = {
         "algorithm": "transformer-ppo", "env-name": "2DNavigation-v0",

@@ -79,6 +79,8 @@ class TrialPPO(MetaLearner):
     #: The ``protocol`` test.py records, and what it prints after the policy's name.
     protocol_name: ClassVar[str] = "trials"
     label: ClassVar[str] = ""
+    #: Its policy's state is its inputs, so the evaluation episodes run inside the trial (sampled actions).
+    evaluation_in_trial: ClassVar[bool] = False
 
     def __init__(self, policy: torch.nn.Module, *, episodes_per_trial: int = DEFAULTS.episodes_per_trial,
                  epochs: int = DEFAULTS.ppo_epochs, minibatches: int = DEFAULTS.ppo_minibatches,
@@ -180,6 +182,10 @@ class TrialPPO(MetaLearner):
     @classmethod
     def evaluation_protocol(cls, config: Mapping[str, Any], *, eval_actions: str, batch_size: int,
                             evaluation_episodes: int = 1, reset_context: bool = False) -> EvaluationProtocol:
+        if cls.evaluation_in_trial and eval_actions == "mean":
+            raise ValueError(f"{cls.__name__}'s evaluation episodes run inside the trial, whose actions are sampled "
+                             "(its policy's state is its inputs: there is no state to restart from); leave out "
+                             "--eval-actions mean")
         mean = ", mean actions after adaptation" if eval_actions == "mean" else ""
         settings = {"protocol": cls.protocol_name, "episodes-per-trial": config["episodes-per-trial"],
                     "evaluation-episodes": evaluation_episodes}
@@ -189,7 +195,8 @@ class TrialPPO(MetaLearner):
             reset = ", the context reset at each episode"
         return EvaluationProtocol(
             settings, cls.label, f"{batch_size} trials of {config['episodes-per-trial']} episodes per task, then "
-            f"{evaluation_episodes} evaluation episodes from the adapted state{mean}{reset}; "
+            f"{evaluation_episodes} evaluation episodes "
+            f"{'in the same trial' if cls.evaluation_in_trial else 'from the adapted state'}{mean}{reset}; "
             "rows: episode of the trial, the last row the evaluation episodes",
             "episode 0 of the trial", "evaluation episodes" + (", mean action" if eval_actions == "mean" else ""),
             ("episode 0", "evaluation"))

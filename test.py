@@ -129,8 +129,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # Each learner's own options (MetaLearner.evaluation_options), named with the algorithms that take them.
     for key, (option, owners) in evaluation_options().items():
         default = "" if option.default is None else f"; default {option.default}"
-        evaluation.add_argument(f"--{key}", type=option.type, default=None,
-            help=f"{', '.join(owners)}: {option.help}{default}")
+        kind = dict(action="store_const", const=True) if option.type is bool else dict(type=option.type)
+        evaluation.add_argument(f"--{key}", **kind, default=None, help=f"{', '.join(owners)}: {option.help}{default}")
     evaluation.add_argument("--eval-actions", choices=("sample", "mean"), default="sample",
         help="actions after the last adaptation step: drawn from the adapted policy (default), or its "
              "mean (deterministic evaluation, as Meta-World's protocol); adaptation always samples")

@@ -109,12 +109,12 @@ def small_rl2_config(small_config):
 
 
 @pytest.fixture(scope="session")
-def reference_runs(tmp_path_factory, small_config):
+def reference_runs(tmp_path_factory):
     """``reference_runs(algorithm) -> Path``: the algorithm's small run, trained once per session
     (:class:`helpers.runs.ReferenceRuns`; ``.config(algorithm, folder)`` writes its config)."""
     from helpers.runs import ReferenceRuns
 
-    return ReferenceRuns(tmp_path_factory.mktemp("reference-runs"), small_config)
+    return ReferenceRuns(tmp_path_factory.mktemp("reference-runs"))
 
 
 @pytest.fixture

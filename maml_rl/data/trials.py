@@ -10,13 +10,14 @@ counting steps of the trial), plus where each episode of the trial ends.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping, Optional
 
 import numpy as np
 import torch
 
 from maml_rl.data.episodes import ArrayLike, BatchEpisodes
-from maml_rl.policies.recurrent import rl2_inputs
+from maml_rl.policies.trial_inputs import InputFormat
 
 __all__ = ["TrialBatch"]
 
@@ -33,12 +34,22 @@ class TrialBatch(BatchEpisodes):
     :param final_state: ``[B, *state]``: its state after each trial's last step.
     :param start: ``(actions, rewards, dones)`` ``[B, ...]`` the previous values the
         trial's first input saw (zeros for a fresh trial; a discrete action -1, none).
-    :ivar inputs: what the policy saw, ``"rl2"``, ``"rl2-autoreset"`` or ``"observations"`` (set by the sampler).
-    :ivar reward_scale: the factor of the previous reward in RL²'s input (set by the sampler).
+    :ivar input_format: how the policy's inputs were built (set by the sampler; the policy's or learner's).
+    :ivar context_reset: the policy's state was reset at each episode's start (an evaluation's ablation).
     """
 
-    inputs: str = "rl2"
-    reward_scale: float = 1.0
+    input_format: InputFormat = InputFormat()
+    context_reset: bool = False
+
+    @property
+    def inputs(self) -> str:
+        """The input format's name (``"rl2"``, ``"rl2-autoreset"``, ``"observations"``...)."""
+        return self.input_format.name
+
+    @property
+    def reward_scale(self) -> float:
+        """The factor of the previous reward in the policy's input."""
+        return self.input_format.reward_scale
 
     def __init__(self, observations: ArrayLike, actions: ArrayLike, rewards: ArrayLike, lengths: ArrayLike, *,
                  dones: ArrayLike, episodes_per_trial: int, log_probs: Optional[ArrayLike] = None,
@@ -104,20 +115,24 @@ class TrialBatch(BatchEpisodes):
                            f"sample them with MultiTaskSampler(..., info_keys=({key!r},))")
         return self.per_episode(self.infos[key], reduce="any")
 
-    # ----------------------------------------------------------- RL² inputs
+    # ------------------------------------------------------- policy inputs
     def policy_inputs(self, reward_scale: Optional[float] = None) -> torch.Tensor:
-        """``[T, B, in]`` RL²'s input at every step, as the sampler built it: the
-        observation and the previous step's action, scaled reward and done flag
-        (``start``'s at step 0), zero after an episode's end with ``"rl2-autoreset"``;
+        """``[T, B, in]`` the policy's input at every step, as the sampler built it with
+        :attr:`input_format` (the observation, the previous step's action, scaled reward and
+        done flag, ``start``'s at step 0, and the attempt if the format has it);
         ``reward_scale`` defaults to the one sampled with."""
-        if reward_scale is None:
-            reward_scale = self.reward_scale
+        fmt = self.input_format
+        if reward_scale is not None and float(reward_scale) != fmt.reward_scale:
+            fmt = replace(fmt, reward_scale=float(reward_scale))
+        if self.context_reset:
+            raise ValueError("these trials reset the policy's context at each episode (an evaluation's "
+                             "ablation): their inputs are not one trial's; sample them without it")
         actions, rewards, dones = self.start
         prev_actions = torch.cat([actions.to(self.actions.dtype).unsqueeze(0), self.actions[:-1]])
         prev_rewards = torch.cat([rewards.to(torch.float32).unsqueeze(0), self.rewards[:-1]])
         prev_dones = torch.cat([dones.to(torch.uint8).unsqueeze(0), self.dones[:-1]])
-        return rl2_inputs(self.observations, prev_actions, prev_rewards, prev_dones, self.num_categories,
-                          reward_scale, zero_after_done=self.inputs == "rl2-autoreset")
+        return fmt(self.observations, prev_actions, prev_rewards, prev_dones,
+                   self.episode_index if fmt.attempt else None, self.num_categories)
 
     def end_points(self) -> "tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]":
         """``(state, action, reward, done)`` after each trial's last step: where

@@ -10,10 +10,12 @@ from maml_rl.metalearners.base import MetaLearner, StaleEpisodesError
 from maml_rl.metalearners.gradient import MAMLTRPO, AdaptationBatch, GradientMetaLearner, ProMP, sample_adapt_sample
 from maml_rl.metalearners.pearl import PEARL
 from maml_rl.metalearners.rl2 import RL2PPO
+from maml_rl.metalearners.transformer import TransformerPPO
+from maml_rl.metalearners.trials import TrialPPO
 from maml_rl.policies.policy import Policy
 
 __all__ = ["DEFAULT_ALGORITHM", "METALEARNERS", "AdaptationBatch", "GradientMetaLearner", "MAMLTRPO", "MetaLearner", "PEARL", "ProMP",
-           "RL2PPO",
+           "RL2PPO", "TrialPPO",
            "StaleEpisodesError", "make_metalearner", "make_policy", "sample_adapt_sample"]
 
 #: Every meta-learner by the name config files give as ``algorithm``; a new one is one more line (its
@@ -23,6 +25,7 @@ METALEARNERS: dict[str, type[MetaLearner]] = {
     "promp": ProMP,
     "rl2-ppo": RL2PPO,
     "pearl": PEARL,
+    "transformer-ppo": TransformerPPO,
 }
 
 #: The ``algorithm`` of a configuration that names none (pytorch-maml-rl's configs: MAML-TRPO).

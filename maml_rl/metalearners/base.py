@@ -94,6 +94,10 @@ class MetaLearner(ABC):
     stall_advice: ClassVar[str] = ""
     #: Where the long phases of an iteration report (:mod:`maml_rl.utils.progress`); shows nothing by default.
     progress: Progress = Progress()
+    #: A tiny configuration (a few seconds of training) that the learner contract tests train, resume and
+    #: evaluate, so that admitting a learner edits no test; and the rows of its evaluation with it.
+    contract_config: ClassVar[Optional[dict]] = None
+    contract_stages: ClassVar[Optional[int]] = None
 
     @classmethod
     def check_arguments(cls, **arguments: Any) -> None:

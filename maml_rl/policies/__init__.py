@@ -5,10 +5,12 @@ from maml_rl.policies.factory import get_policy_for_env
 from maml_rl.policies.normal_mlp import NormalMLPPolicy
 from maml_rl.policies.policy import Policy, expand_params, get_nonlinearity, linear, stack_params
 from maml_rl.policies.recurrent import GRUPolicy, RecurrentPolicy, rl2_input_size, rl2_inputs
+from maml_rl.policies.trial_inputs import InputFormat
 
 __all__ = [
     "CategoricalMLPPolicy",
     "GRUPolicy",
+    "InputFormat",
     "RecurrentPolicy",
     "rl2_input_size",
     "rl2_inputs",

@@ -8,8 +8,11 @@ back) and calls it one step at a time::
     distribution, state = policy.step(inputs, state)   # inputs [n, input_size]
 
 The policy is a ``torch.nn.Module`` (the sampler ships and places its
-parameters) and its state a float32 tensor, which the sampler records at
-the starts of BPTT chunks and restores to continue a trial.
+parameters). Its state is its own (:mod:`maml_rl.policies.trial_state`): here
+a float32 tensor, which the sampler records at the starts of BPTT chunks and
+restores to continue a trial; a policy whose state is its inputs (a
+Transformer's key/value cache) declares ``state_is_inputs`` and is recorded
+nothing. What it sees at each step is an :class:`~maml_rl.policies.trial_inputs.InputFormat`.
 
 By default the sampler calls ``step`` once per task, on that task's ``B``
 rows (each task's rows in freshly allocated memory), so a task's numbers

@@ -190,27 +190,33 @@ class MultiTaskSampler(SamplerInspection):
                              lambda trajectories: to_episodes(trajectories, tasks, self.workload, gamma, device))
 
     def rollout_trials(self, tasks: Sequence[Any], episodes_per_trial: int, *, params: ParamsArg = None,
-                       start=None, actions: str = "sample", inputs: str = "rl2", reward_scale: float = 1.0,
+                       start=None, actions: str = "sample", inputs: Any = "rl2", reward_scale: float = 1.0,
                        chunk: Optional[int] = None, gamma: float = DEFAULTS.gamma,
-                       device: Union[str, torch.device, None] = None, conditioning: Any = None) -> List[TrialBatch]:
+                       device: Union[str, torch.device, None] = None, conditioning: Any = None,
+                       reset_each_episode: bool = False) -> List[TrialBatch]:
         """Roll out ``batch_size`` trials of each task: ``episodes_per_trial``
         episodes back to back per slot, the env reset (with its next seed)
         whenever an episode ends, a recurrent policy's state kept across those
         resets (``docs/sampler.md``, "Trials and recurrent policies").
 
-        :param inputs: what a recurrent policy sees: ``"rl2"`` (the observation, the
+        :param inputs: what a recurrent policy sees: a
+            :class:`~maml_rl.policies.trial_inputs.InputFormat` (the policy's or learner's
+            declaration; ``reward_scale`` then unused), or ``"rl2"`` (the observation, the
             previous action, ``reward_scale`` times the previous reward and done flag,
-            zero at a trial's start) or ``"observations"``. A feed-forward policy sees
-            observations (with ``params`` as in :meth:`rollout`).
+            zero at a trial's start), ``"rl2-autoreset"`` or ``"observations"``. A feed-forward
+            policy sees observations (with ``params`` as in :meth:`rollout`).
         :param start: continue each slot from a finished trial's end,
             ``maml_rl.data.trials.stack_start(batches)`` (Meta-World's evaluation protocol).
         :param chunk: record the state before every ``chunk``-th step (truncated BPTT).
         :param conditioning: as in :meth:`rollout` (feed-forward policies).
+        :param reset_each_episode: a recurrent policy starts each episode from its initial state and a
+            trial's first input (same weights, no memory of the earlier attempts): an evaluation's ablation.
         :returns: one :class:`~maml_rl.data.trials.TrialBatch` per task (no advantages).
         """
         tasks = list(tasks)
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes_per_trial, inputs,
-                              reward_scale, chunk, start, self.batch_size, self._checked_inputs)
+                              reward_scale, chunk, start, self.batch_size, self._checked_inputs,
+                              reset_each_episode)
         device = self.batch_device(device)
         with self._in_use("rollout_trials"):
             return self._run(tasks, params, device, actions, trial, conditioning,

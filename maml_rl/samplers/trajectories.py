@@ -130,7 +130,7 @@ def to_trials(trajectories: Trajectories, tasks: Sequence[Any], workload: Worklo
         for k, task in enumerate(tasks)
     ]
     for batch in batches:
-        batch.inputs, batch.reward_scale = trial.inputs.value, float(trial.reward_scale)
+        batch.input_format, batch.context_reset = trial.inputs, trial.reset_each_episode
     return batches
 
 

@@ -29,6 +29,13 @@ class Rollouts(NamedTuple):
 class RandomSearch(MetaLearner):
     """A made-up, gradient-free meta-learner (see the module's docstring)."""
 
+    #: Its tiny run and the one stage of its evaluation, as every learner declares them.
+    contract_config = {"algorithm": NAME, "env-name": "2DNavigation-v0",
+                       "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10}, "gamma": 0.99,
+                       "hidden-sizes": [16, 16], "nonlinearity": "tanh", "fast-batch-size": 4, "num-batches": 3,
+                       "meta-batch-size": 3}
+    contract_stages = 1
+
     def __init__(self, policy, device="cpu", **_shared):
         self.policy = policy
         self.updates = 0

@@ -9,6 +9,9 @@ import numpy as np
 import torch
 import yaml
 
+from maml_rl.metalearners import METALEARNERS
+from maml_rl.metalearners.pearl import PEARL
+
 from helpers.scripts import train
 
 
@@ -63,17 +66,8 @@ def assert_same_state(a, b, where="state"):
         assert a == b, where
 
 
-#: PEARL's tiny run: a few seconds of 2D navigation. Its replays wrap round at their capacity in the first
-#: iteration (30 initial steps + 40 collected > 45) on the tasks it collects on.
-PEARL_TINY = {
-    "algorithm": "pearl", "env-name": "2DNavigation-v0",
-    "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
-    "gamma": 0.99, "hidden-sizes": [16, 16], "nonlinearity": "relu", "fast-batch-size": 1, "meta-batch-size": 2,
-    "num-batches": 3, "latent-size": 3, "context-hidden-sizes": [16], "num-train-tasks": 4,
-    "num-initial-steps": 30, "num-steps-prior": 10, "num-steps-posterior": 10, "num-extra-rl-steps-posterior": 20,
-    "num-train-steps-per-itr": 4, "tasks-per-update": 3, "sac-batch-size": 8, "embedding-batch-size": 6,
-    "replay-capacity": 45, "sac-reward-scale": 10.0, "eval-trajectories": 3, "num-exp-traj-eval": 1,
-}
+#: PEARL's tiny run, its learner's declaration (a few seconds of 2D navigation).
+PEARL_TINY = dict(PEARL.contract_config)
 
 
 def pearl_config(folder, name="pearl.yaml", **changes):
@@ -93,24 +87,20 @@ class ReferenceRuns:
 
     SEED = 3
 
-    def __init__(self, root, small_config):
+    def __init__(self, root):
         self.root = Path(root)
-        self.small_config = small_config
         self.folders = {}
 
     def config(self, algorithm, folder):
-        """The algorithm's small config, written into ``folder``; its ``num-batches`` is the run's length."""
-        if algorithm == "maml-trpo":
-            return self.small_config(folder)
-        if algorithm == "promp":
-            return self.small_config(folder, **{"algorithm": "promp", "outer-steps": 2})
-        if algorithm == "rl2-ppo":
-            return self.small_config.rl2(folder)
-        if algorithm == "pearl":
-            return pearl_config(folder)
-        if algorithm == "random-search":  # helpers.learners
-            return self.small_config(folder, algorithm="random-search")
-        raise LookupError(f"no small config for algorithm {algorithm!r}: give it one in helpers.runs.ReferenceRuns")
+        """The algorithm's small config, the learner's own declaration (``MetaLearner.contract_config``), written
+        into ``folder``; its ``num-batches`` is the run's length."""
+        declared = getattr(METALEARNERS.get(algorithm), "contract_config", None)
+        if declared is None:
+            raise LookupError(f"no small config for algorithm {algorithm!r}: declare its contract_config "
+                              "(maml_rl.metalearners.base.MetaLearner)")
+        path = Path(folder) / "contract.yaml"
+        path.write_text(yaml.safe_dump(dict(declared)))
+        return path
 
     def num_batches(self, algorithm):
         """How many iterations its reference run has."""

@@ -4,8 +4,8 @@ and test.py's results have the documented keys and shapes.
 
 The cases run over :data:`~maml_rl.metalearners.METALEARNERS` and over ``helpers.learners.RandomSearch``, a
 learner of the tests' own registered with one line; each compares with the algorithm's small run, trained once
-per session (the ``reference_runs`` fixture). A new algorithm needs a small config in
-``helpers.runs.ReferenceRuns.config`` and its number of evaluation stages in :data:`STAGES`.
+per session (the ``reference_runs`` fixture). A new algorithm declares its tiny config and the number of its
+evaluation stages with it (``contract_config``, ``contract_stages``): no test names it.
 
 What is one algorithm's own (RL²'s adaptation curve, PEARL's replays at their capacity, ProMP's Adam moments in
 the checkpoint) stays in its own file, on the same runs.
@@ -31,10 +31,10 @@ from helpers.scripts import evaluate
 
 ALGORITHMS = [*METALEARNERS, learners.NAME]
 
-#: The stages of each algorithm's evaluation (rows of ``returns_per_step``) with its small config and test.py's
-#: defaults (docs/training.md): gradient steps + 1; RL²'s trial of episodes-per-trial episodes, then one row of
-#: evaluation episodes; PEARL's eval-trajectories; the test learner's single stage.
-STAGES = {"maml-trpo": 2, "promp": 2, "rl2-ppo": 3 + 1, "pearl": 3, learners.NAME: 1}
+#: The stages of each algorithm's evaluation (rows of ``returns_per_step``) with its tiny config and test.py's
+#: defaults, as each learner declares them (``contract_stages``).
+STAGES = {name: learner.contract_stages
+          for name, learner in {**METALEARNERS, learners.NAME: learners.RandomSearch}.items()}
 
 
 @pytest.fixture(params=ALGORITHMS)

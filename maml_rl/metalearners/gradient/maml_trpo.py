@@ -6,7 +6,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -82,6 +82,14 @@ class MAMLTRPO(GradientMetaLearner):
 
     hyperparameters = MAML_TRPO_KEYS
     title = "MAML-TRPO"
+
+    #: A fraction of a second per iteration of 2D navigation (MetaLearner.contract_config); one gradient step.
+    contract_config: ClassVar[dict] = {
+        "algorithm": "maml-trpo", "env-name": "2DNavigation-v0",
+        "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10}, "gamma": 0.99,
+        "hidden-sizes": [16, 16], "nonlinearity": "tanh", "fast-batch-size": 4, "meta-batch-size": 3,
+        "fast-lr": 0.1, "num-batches": 3}
+    contract_stages: ClassVar[int] = 2
 
     def __init__(
         self,

@@ -24,7 +24,7 @@ import copy
 import math
 import time
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import torch
 from torch.distributions import Distribution
@@ -82,6 +82,14 @@ class ProMP(GradientMetaLearner):
                     "so the same step comes back every iteration and the policy no longer changes. Continue with "
                     "--set outer-kl-backtracks=10 (halve such a step until it is within the limit) or a larger "
                     "outer-kl-limit")
+
+    #: A fraction of a second per iteration of 2D navigation (MetaLearner.contract_config); one gradient step.
+    contract_config: ClassVar[dict] = {
+        "algorithm": "promp", "env-name": "2DNavigation-v0",
+        "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10}, "gamma": 0.99,
+        "hidden-sizes": [16, 16], "nonlinearity": "tanh", "fast-batch-size": 4, "meta-batch-size": 3,
+        "fast-lr": 0.1, "num-batches": 3, "outer-steps": 2}
+    contract_stages: ClassVar[int] = 2
 
     @staticmethod
     def took_no_step(logs: Mapping[str, Any]) -> bool:

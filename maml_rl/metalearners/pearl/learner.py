@@ -45,6 +45,19 @@ class PEARL(MetaLearner):
         for key in ("gae-lambda",)}
     protocol: ClassVar[str] = "pearl-posterior"
 
+    #: A few seconds of 2D navigation (MetaLearner.contract_config). Its replays wrap round at their capacity in
+    #: the first iteration (30 initial steps + 40 collected > 45) on the tasks it collects on; 3 posterior stages.
+    contract_config: ClassVar[dict] = {
+        "algorithm": "pearl", "env-name": "2DNavigation-v0",
+        "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 10},
+        "gamma": 0.99, "hidden-sizes": [16, 16], "nonlinearity": "relu", "fast-batch-size": 1, "meta-batch-size": 2,
+        "num-batches": 3, "latent-size": 3, "context-hidden-sizes": [16], "num-train-tasks": 4,
+        "num-initial-steps": 30, "num-steps-prior": 10, "num-steps-posterior": 10, "num-extra-rl-steps-posterior": 20,
+        "num-train-steps-per-itr": 4, "tasks-per-update": 3, "sac-batch-size": 8, "embedding-batch-size": 6,
+        "replay-capacity": 45, "sac-reward-scale": 10.0, "eval-trajectories": 3, "num-exp-traj-eval": 1,
+    }
+    contract_stages: ClassVar[int] = 3
+
     def __init__(self, policy: PEARLPolicy, *, num_train_tasks: int = DEFAULTS.num_train_tasks,
                  num_initial_steps: int = DEFAULTS.num_initial_steps, num_steps_prior: int = DEFAULTS.num_steps_prior,
                  num_steps_posterior: int = DEFAULTS.num_steps_posterior,

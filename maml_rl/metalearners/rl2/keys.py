@@ -1,72 +1,29 @@
-"""RL²-PPO's configuration keys, beside its code; ``DEFAULTS`` holds them and the shared ones."""
+"""RL²-PPO's configuration keys, beside its code: its GRU's, among the trial learners'
+(:mod:`maml_rl.metalearners.trials.keys`); ``DEFAULTS`` holds them and the shared ones."""
 
 from __future__ import annotations
 
-from maml_rl.config.hyperparameters import (
-    BOOLEAN,
-    POSITIVE_INT,
-    SHARED_KEYS,
-    Hyperparameter,
-    choice,
-    defaults_of,
-    integer,
-    number,
-    optional,
-)
+from maml_rl.config.hyperparameters import POSITIVE_INT, SHARED_KEYS, Hyperparameter, choice, defaults_of
+from maml_rl.metalearners.trials.keys import trial_keys
 
 __all__ = ["DEFAULTS", "RL2_PPO_KEYS"]
 
 #: The keys of RL² with a PPO update (:class:`~maml_rl.metalearners.RL2PPO`). Defaults follow
 #: metaworld-algorithms' RL² (docs/training.md, "RL²", lists where this package departs from it).
-RL2_PPO_KEYS: tuple[Hyperparameter, ...] = (
-    Hyperparameter("episodes-per-trial", int, 10, POSITIVE_INT,
-                   "Episodes of one task per trial; the policy's state is kept across them.",
-                   argument="episodes_per_trial"),
-    Hyperparameter("gru-size", int, 256, POSITIVE_INT, "Width of the policy's GRU (after the hidden-sizes encoder)."),
-    Hyperparameter("reward-scale", float, 1.0, number(0.0),
-                   "Factor of the previous reward in the policy's input (Meta-World: 0.1).",
-                   argument="reward_scale"),
-    Hyperparameter("ppo-epochs", int, 10, POSITIVE_INT, "Passes over the iteration's trials.", argument="epochs"),
-    Hyperparameter("ppo-minibatches", int, 1, POSITIVE_INT, "Minibatches of whole trials per epoch.",
-                   argument="minibatches"),
-    Hyperparameter("clip", float, 0.2, number(0.0, open_low=True), "PPO's ratio clip.", argument="clip"),
-    Hyperparameter("lr", float, 5.0e-4, number(0.0, open_low=True), "Adam's learning rate.", argument="lr"),
-    Hyperparameter("entropy-coef", float, 5.0e-3, number(0.0), "Weight of the entropy bonus.",
-                   argument="entropy_coef"),
-    Hyperparameter("max-grad-norm", float, 1.0, number(0.0, open_low=True), "Gradient-norm clip of each update.",
-                   argument="max_grad_norm"),
-    Hyperparameter("bptt-chunk", int, 250, POSITIVE_INT,
-                   "Truncated BPTT: gradients flow through the state for at most this many steps.",
-                   argument="bptt_chunk"),
-    Hyperparameter("normalize-advantages", bool, True, BOOLEAN,
-                   "Centre and scale the advantages of each task's trials.", argument="normalize_advantages"),
-    Hyperparameter("update-per-chunk", bool, False, BOOLEAN,
-                   "Take an Adam step per BPTT chunk of each minibatch, in the trial's order, the state carried "
-                   "from the chunk before (metaworld-algorithms' scheme: ~20 steps per epoch on 5,000-step "
-                   "trials); false: one step per minibatch of whole trials.", argument="update_per_chunk"),
-    Hyperparameter("bptt-overlap", int, 0, integer(0),
-                   "With update-per-chunk: steps each chunk shares with the next (chunks start every bptt-chunk "
-                   "minus this many steps; the state entering a chunk is the one the chunk before reached "
-                   "there); metaworld-algorithms: 50.", argument="bptt_overlap"),
-    Hyperparameter("action-head", str, "linear", choice("linear", "tanh"),
-                   "The GRU policy's Gaussian head: \"linear\", a linear mean and a learned state-independent "
-                   "log-std; \"tanh\", metaworld-algorithms' head, mean and log-std both network outputs "
-                   "passed through tanh."),
-    Hyperparameter("gru-init", str, "pytorch", choice("pytorch", "xavier"),
-                   "The GRU's initial weights: \"pytorch\", the recurrent weights orthogonal as one matrix, the "
-                   "input weights and biases PyTorch's; \"xavier\", metaworld-algorithms', per gate Xavier-uniform "
-                   "input and orthogonal recurrent weights, zero biases."),
-    Hyperparameter("trial-inputs", str, "rl2", choice("rl2", "rl2-autoreset"),
-                   "What the policy sees after an episode's end: \"rl2\", the previous action, scaled reward and a "
-                   "done flag of 1; \"rl2-autoreset\", zeros for the three, as Meta-World's autoreset shows them "
-                   "to metaworld-algorithms' RL².", argument="trial_inputs"),
-    Hyperparameter("baseline-inputs", str, "observations", choice("observations", "policy-inputs"),
-                   "The linear baseline's features: the observations, or the policy's whole input (observation, "
-                   "previous action, scaled reward and done flag), as metaworld-algorithms.",
-                   argument="baseline_inputs"),
-    Hyperparameter("target-kl", float, None, optional(number(0.0, open_low=True)),
-                   "Stop the iteration's PPO updates once an update's approximate KL exceeds 1.5 times this "
-                   "(metaworld-algorithms' target_kl); null: never stop early.", argument="target_kl"),
+RL2_PPO_KEYS: tuple[Hyperparameter, ...] = trial_keys(
+    (Hyperparameter("gru-size", int, 256, POSITIVE_INT,
+                    "Width of the policy's GRU (after the hidden-sizes encoder)."),),
+    chunks=True,
+    after_chunks=(
+        Hyperparameter("action-head", str, "linear", choice("linear", "tanh"),
+                       "The GRU policy's Gaussian head: \"linear\", a linear mean and a learned state-independent "
+                       "log-std; \"tanh\", metaworld-algorithms' head, mean and log-std both network outputs "
+                       "passed through tanh."),
+        Hyperparameter("gru-init", str, "pytorch", choice("pytorch", "xavier"),
+                       "The GRU's initial weights: \"pytorch\", the recurrent weights orthogonal as one matrix, the "
+                       "input weights and biases PyTorch's; \"xavier\", metaworld-algorithms', per gate "
+                       "Xavier-uniform input and orthogonal recurrent weights, zero biases."),
+    ),
 )
 
 #: Every default of RL²-PPO's keys and the shared ones (``DEFAULTS.episodes_per_trial``).

@@ -90,8 +90,7 @@ class LocalBackend(RolloutBackend):
             self.close()
         recorded = 0
         if request.trial.recurrent:
-            state_size = int(np.prod(getattr(self.policy, "state_shape", ())))
-            recorded = RecurrentActionFunction.recorded_bytes(request, spec.rows, state_size)
+            recorded = RecurrentActionFunction.recorded_bytes(request, spec.rows, self.policy)
         trials = f"trials of {episodes} episodes" if episodes > 1 else "episodes"
         if self.pool is not None and recorded > self._checked_recorded:
             # A reused pool's buffers exist; what a recurrent policy records (e.g. a

@@ -9,35 +9,38 @@ import numpy as np
 import torch
 from torch.distributions import Categorical, Independent
 
-from maml_rl.policies.recurrent import rl2_inputs
+from maml_rl.policies.trial_state import cat_states, records_state, select_state, state_bytes, state_rows
 
 from ..errors import PolicyOutputError
 from ..workers.buffers import BufferSpec, BufferViews
 from .actions import ActionFunction, at_call_phase, task_seed
 from .noise import actions_from_noise
 from .request import RolloutRequest
-from .trial import TrialInputs
 
 
 class RecurrentActionFunction(ActionFunction):
     """The recurrent policy's step on every slot, with the state of each slot
     kept here, in this process, across the episodes of its trial.
 
-    The policy's input at a slot's step ``t`` is built from what the buffers
-    already hold: the observation ``observations[t]`` and, for RL², the
-    previous step's ``actions[t - 1]``, ``rewards[t - 1]`` and whether
-    ``dones[t - 1]`` ended an episode (the trial's start values at ``t = 0``:
-    zeros, or a :class:`~.request.TrialStart`'s). Only the slots that step
-    advance their state (in partial mode the others are waiting).
+    The policy's input at a slot's step ``t`` is the trial's input format
+    (:class:`~maml_rl.policies.trial_inputs.InputFormat`, the policy's or the
+    learner's) of what the buffers already hold: the observation
+    ``observations[t]``, the previous step's ``actions[t - 1]``,
+    ``rewards[t - 1]``, whether ``dones[t - 1]`` ended an episode (the trial's
+    start values at ``t = 0``: zeros, or a :class:`~.request.TrialStart`'s) and
+    the step's attempt. Only the slots that step advance their state (in
+    partial mode the others are waiting). The state is the policy's own: it is
+    handled only through :mod:`maml_rl.policies.trial_state`.
 
     Rows are grouped as for feed-forward policies: one call on ``[K, B]`` for a
     policy with ``supports_task_batches``, else one call per task on its
     ``B`` rows, so a task's numbers never depend on the others.
 
     Records, slot-major on axis 1: ``log_probs`` ``[T, S]`` (the behaviour
-    policy's log-probability of each action), ``chunk_states`` ``[C, S, *state]``
-    (the state before steps ``0, chunk, 2 chunk, ...``) and ``final_state``
-    ``[1, S, *state]`` (after each slot's last step).
+    policy's log-probability of each action) and, unless the policy's state is
+    its inputs, ``chunk_states`` ``[C, S, *state]`` (the state before steps
+    ``0, chunk, 2 chunk, ...``) and ``final_state`` ``[1, S, *state]`` (after
+    each slot's last step).
     """
 
     def __init__(self, policy, request: RolloutRequest, device, noise: torch.Tensor, fallback: Optional[int],
@@ -46,37 +49,49 @@ class RecurrentActionFunction(ActionFunction):
         trial, slots = request.trial, request.slots
         S, T = request.num_slots, noise.shape[0]
         self.views = views
-        self.rl2 = trial.inputs.rl2
-        self.zero_after_done = trial.inputs is TrialInputs.RL2_AUTORESET
-        self.reward_scale = trial.reward_scale
+        self.format = trial.inputs
+        self.reset_each_episode = trial.reset_each_episode
         self.task_batches = bool(getattr(policy, "supports_task_batches", False))
-        state_shape = tuple(policy.state_shape)
+        self.records = records_state(policy)
+        # A discrete previous action of -1 is none: its one-hot is zero (rl2_inputs).
+        self._fresh = (np.full((S, *spec.action_shape), -1 if spec.discrete else 0, spec.action_dtype),
+                       np.zeros(S, np.float32), np.zeros(S, np.uint8))
         if trial.start is not None:
             start = trial.start
             self.state = torch.tensor(start.state[slots.start:slots.stop], dtype=torch.float32, device=self.device)
             self.start = tuple(np.ascontiguousarray(a[slots.start:slots.stop])
                                for a in (start.actions, start.rewards, start.dones))
         else:
-            with torch.no_grad():
-                self.state = policy.initial_state(S, self.device).to(torch.float32)
-            # A discrete previous action of -1 is none: its one-hot is zero (rl2_inputs).
-            self.start = (np.full((S, *spec.action_shape), -1 if spec.discrete else 0, spec.action_dtype),
-                          np.zeros(S, np.float32), np.zeros(S, np.uint8))
-        if tuple(self.state.shape) != (S, *state_shape):
-            raise PolicyOutputError(f"{self._policy_name()}'s state has shape {tuple(self.state.shape)} for {S} rows; "
-                                    f"its state_shape {state_shape} says {(S, *state_shape)}")
+            self.state = self._initial_state(S)
+            self.start = self._fresh
+        if self.records:
+            state_shape = tuple(policy.state_shape)
+            if tuple(self.state.shape) != (S, *state_shape):
+                raise PolicyOutputError(f"{self._policy_name()}'s state has shape {tuple(self.state.shape)} for "
+                                        f"{S} rows; its state_shape {state_shape} says {(S, *state_shape)}")
         self.chunk = trial.chunk
         self.log_probs = np.zeros((T, S), np.float32)
         self.chunk_states = (np.zeros((math.ceil(T / self.chunk), S, *state_shape), np.float32)
-                             if self.chunk else None)
+                             if self.chunk and self.records else None)
+        # Episodes each slot has finished before its current step (the attempt index), if the format reads it.
+        self.attempts = np.zeros(S, np.int64) if self.format.attempt else None
         self._columns = np.arange(S)
 
+    def _initial_state(self, n: int):
+        with torch.no_grad():
+            state = self.policy.initial_state(n, self.device)
+        return state.to(torch.float32) if torch.is_tensor(state) else state
+
     @staticmethod
-    def recorded_bytes(request: RolloutRequest, rows: int, state_size: int) -> int:
-        """Bytes of what this records for ``request`` (for the memory estimate)."""
+    def recorded_bytes(request: RolloutRequest, rows: int, policy) -> int:
+        """Bytes of what this records and keeps for ``request`` (for the memory estimate): the log-probs and
+        the state the policy declares (:func:`~maml_rl.policies.trial_state.state_bytes`), recorded at each
+        chunk's start and the end, or, for a policy whose state is its inputs, held for a whole trial."""
         S, chunk = request.num_slots, request.trial.chunk
+        if not records_state(policy):
+            return 4 * S * rows + state_bytes(policy, S, rows)
         chunks = math.ceil(rows / chunk) if chunk else 0
-        return 4 * S * (rows + (chunks + 2) * state_size)
+        return 4 * S * rows + (chunks + 2) * state_bytes(policy, S, rows)
 
     def _previous(self, times: Union[int, np.ndarray], S: int):
         """The previous action, reward and done flag of each slot at its time."""
@@ -103,14 +118,26 @@ class RecurrentActionFunction(ActionFunction):
         times = t if times is None else times
         stepping = np.ones(S, dtype=bool) if stepping is None else stepping
         obs = torch.tensor(observations, dtype=torch.float32, device=self.device)
-        if self.rl2:
-            actions, rewards, dones = self._previous(times, S)
-            inputs = rl2_inputs(obs, torch.tensor(actions, device=self.device),
-                                torch.tensor(rewards, device=self.device), torch.tensor(dones, device=self.device),
-                                self.spec.num_categories, self.reward_scale, self.zero_after_done)
-        else:
-            inputs = obs.reshape(S, -1)
+        actions, rewards, dones = self._previous(times, S)
         state = self.state
+        if self.reset_each_episode:
+            # A slot whose previous step ended an episode starts afresh: the initial state, a trial's first input.
+            ended = dones != 0
+            if ended.any():
+                state = self.state = select_state(self.policy, torch.from_numpy(ended).to(self.device),
+                                                  self._initial_state(S), state)
+                actions, rewards, dones = (np.where(ended.reshape(-1, *([1] * (a.ndim - 1))), fresh, a)
+                                           for a, fresh in zip((actions, rewards, dones), self._fresh))
+        attempts = None
+        if self.attempts is not None:
+            # A continuation's start done flag ends the previous trial, not an episode of this one.
+            attempts = self.attempts + ((dones != 0) & (np.asarray(times) > 0))
+            if self.reset_each_episode:
+                attempts = np.zeros_like(attempts)
+        inputs = self.format(obs, torch.tensor(actions, device=self.device), torch.tensor(rewards, device=self.device),
+                             torch.tensor(dones, device=self.device),
+                             None if attempts is None else torch.from_numpy(attempts).to(self.device),
+                             self.spec.num_categories)
         seed = None if self.fallback_seed is None else self.fallback_seed + t
         K, B = self.num_tasks, self.batch_size
         if self.task_batches:
@@ -127,20 +154,22 @@ class RecurrentActionFunction(ActionFunction):
                 rows = slice(k * B, (k + 1) * B)
                 # Each task's rows aligned alike (see ActionFunction.__call__).
                 distribution, task_state = self.policy.step(inputs[rows].clone() if k else inputs[rows],
-                                                            state[rows].clone() if k else state[rows])
+                                                            state_rows(self.policy, state, rows, copy=bool(k)))
                 self._check_shape(distribution, B, t, k)
                 part = self._shaped(actions_from_noise(distribution, noise[rows], task_seed(seed, self.first_task + k),
                                                        self.mode), B)
                 parts.append(part)
                 lps.append(_log_prob(distribution, part, (B,), self.spec.discrete))
                 states.append(task_state)
-            acted, log_probs, next_state = torch.cat(parts), torch.cat(lps), torch.cat(states)
-        if tuple(next_state.shape) != tuple(state.shape):
+            acted, log_probs = torch.cat(parts), torch.cat(lps)
+            next_state = cat_states(self.policy, states)
+        if self.records and tuple(next_state.shape) != tuple(state.shape):
             raise PolicyOutputError(f"{self._policy_name()}.step() returned a state of shape "
                                     f"{tuple(next_state.shape)} for a state of shape {tuple(state.shape)}")
+        if self.attempts is not None:
+            self.attempts[stepping] = attempts[stepping]
         self._record(times, stepping, log_probs.cpu().numpy())
-        mask = torch.from_numpy(stepping).to(self.device).view(S, *([1] * (state.dim() - 1)))
-        self.state = torch.where(mask, next_state.to(torch.float32), state)
+        self.state = select_state(self.policy, torch.from_numpy(stepping).to(self.device), next_state, state)
         return acted.numpy()
 
     def _record(self, times, stepping: np.ndarray, log_probs: np.ndarray) -> None:
@@ -154,7 +183,9 @@ class RecurrentActionFunction(ActionFunction):
                 self.chunk_states[rows[starts] // self.chunk, columns[starts]] = state[columns[starts]]
 
     def recorded(self) -> Dict[str, np.ndarray]:
-        out = {"log_probs": self.log_probs, "final_state": self.state.cpu().numpy()[None]}
+        out = {"log_probs": self.log_probs}
+        if self.records:
+            out["final_state"] = self.state.cpu().numpy()[None]
         if self.chunk_states is not None:
             out["chunk_states"] = self.chunk_states
         return out

@@ -12,9 +12,9 @@ import numpy as np
 
 from maml_rl.policies.task_params import ParamsArg, TaskParams
 
-from .trial import Trial, TrialInputs, TrialStart
+from .trial import Trial, TrialStart
 
-__all__ = ["ActionMode", "ParamsArg", "RolloutRequest", "TaskParams", "Trial", "TrialInputs", "TrialStart",
+__all__ = ["ActionMode", "ParamsArg", "RolloutRequest", "TaskParams", "Trial", "TrialStart",
            "check_tasks_picklable"]
 
 

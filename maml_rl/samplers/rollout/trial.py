@@ -3,7 +3,6 @@ policies (RL²) and feed-forward ones. Its types, the checks of its arguments an
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
@@ -11,37 +10,16 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from maml_rl.policies.recurrent import is_recurrent, rl2_input_size
+from maml_rl.policies.recurrent import is_recurrent
+from maml_rl.policies.trial_inputs import InputFormat, input_format
+from maml_rl.policies.trial_state import records_state
 
 from ..errors import PolicyOutputError
 from ..workers.buffers import BufferSpec
 from .torch_settings import rollout_torch_settings
 
-__all__ = ["Trial", "TrialInputs", "TrialStart", "check_recurrent_policy", "make_trial", "refuse_recurrent",
+__all__ = ["Trial", "TrialStart", "check_recurrent_policy", "make_trial", "refuse_recurrent",
            "trial_request", "trial_start"]
-
-
-class TrialInputs(str, enum.Enum):
-    """What a recurrent policy sees at each step of a trial."""
-
-    RL2 = "rl2"  # observation, previous action, previous reward (scaled), previous done flag
-    # The same, with the three previous values zero at each episode's first step (Meta-World's autoreset).
-    RL2_AUTORESET = "rl2-autoreset"
-    OBSERVATIONS = "observations"  # the observation only
-
-    @property
-    def rl2(self) -> bool:
-        """Whether the input is RL²'s (the observation and the previous action, reward and done)."""
-        return self is not TrialInputs.OBSERVATIONS
-
-    @classmethod
-    def parse(cls, value: Any) -> "TrialInputs":
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(f"inputs={value!r}: use 'rl2' (observation, previous action, reward and done flag), "
-                             "'rl2-autoreset' (the same, zero at each episode's first step) or 'observations'"
-                             ) from None
 
 
 @dataclass(frozen=True)
@@ -64,23 +42,29 @@ class Trial:
     :param episodes: episodes per trial (each slot resets its env after each, and
         a recurrent policy keeps its state across those resets).
     :param recurrent: the policy is recurrent (``initial_state`` and ``step``).
-    :param inputs: what a recurrent policy sees (:class:`TrialInputs`).
-    :param reward_scale: factor of the previous reward in RL²'s inputs.
+    :param inputs: what a recurrent policy sees (the policy's or learner's :class:`InputFormat`).
     :param chunk: record a recurrent policy's state every ``chunk`` steps (BPTT chunk starts).
     :param start: continue from these states instead of the policy's initial state.
+    :param reset_each_episode: give a recurrent policy its initial state and a trial's first input at
+        every episode's start (its memory of the earlier attempts wiped; an evaluation's ablation).
     """
 
     episodes: int = 1
     recurrent: bool = False
-    inputs: TrialInputs = TrialInputs.RL2
-    reward_scale: float = 1.0
+    inputs: InputFormat = InputFormat()
     chunk: Optional[int] = None
     start: Optional[TrialStart] = None
+    reset_each_episode: bool = False
+
+    @property
+    def reward_scale(self) -> float:
+        """The factor of the previous reward in the policy's input."""
+        return self.inputs.reward_scale
 
 
-RECURRENT_NEEDED = ("a recurrent policy is a torch.nn.Module with is_recurrent = True, state_shape, "
-                    "initial_state(n, device=None) and step(inputs, state) -> (Distribution, next_state) "
-                    "(e.g. maml_rl.policies.GRUPolicy)")
+RECURRENT_NEEDED = ("a recurrent policy is a torch.nn.Module with is_recurrent = True, state_shape (or "
+                    "state_is_inputs = True), initial_state(n, device=None) and step(inputs, state) -> "
+                    "(Distribution, next_state) (e.g. maml_rl.policies.GRUPolicy; maml_rl.policies.trial_state)")
 
 
 def refuse_recurrent(policy, call: str) -> None:
@@ -93,12 +77,14 @@ def refuse_recurrent(policy, call: str) -> None:
 
 
 def trial_request(policy, spec: BufferSpec, tasks: Sequence[Any], params: Any, episodes_per_trial: Any, inputs: Any,
-                  reward_scale: Any, chunk: Optional[int], start: Any, batch_size: int, checked_inputs: set) -> Trial:
+                  reward_scale: Any, chunk: Optional[int], start: Any, batch_size: int, checked_inputs: set,
+                  reset_each_episode: bool = False) -> Trial:
     """The checked :class:`Trial` of a ``rollout_trials`` call; a recurrent policy is probed once per input
     mode (``checked_inputs`` remembers which)."""
     if not tasks:
         raise ValueError("rollout_trials() needs at least one task")
-    trial = make_trial(policy, spec, episodes_per_trial, inputs, reward_scale, chunk, start, len(tasks) * batch_size)
+    trial = make_trial(policy, spec, episodes_per_trial, inputs, reward_scale, chunk, start, len(tasks) * batch_size,
+                       reset_each_episode)
     if trial.recurrent and params is not None:
         raise ValueError("params= are per-task parameters of a feed-forward policy; a recurrent policy "
                          "adapts in its state, not its parameters")
@@ -109,24 +95,28 @@ def trial_request(policy, spec: BufferSpec, tasks: Sequence[Any], params: Any, e
 
 
 def make_trial(policy, spec: BufferSpec, episodes_per_trial: Any, inputs: Any, reward_scale: Any,
-               chunk: Optional[int], start: Union[None, Mapping[str, Any], Sequence[Any]], num_slots: int) -> Trial:
+               chunk: Optional[int], start: Union[None, Mapping[str, Any], Sequence[Any]], num_slots: int,
+               reset_each_episode: bool = False) -> Trial:
     """The :class:`Trial` of a ``rollout_trials`` call, every argument checked first."""
     if isinstance(episodes_per_trial, bool) or not isinstance(episodes_per_trial, (int, np.integer)) \
             or episodes_per_trial < 1:
         raise ValueError(f"episodes_per_trial must be an int >= 1, got {episodes_per_trial!r}")
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1):
         raise ValueError(f"chunk must be None or an int >= 1 (the BPTT chunk length), got {chunk!r}")
-    try:
-        reward_scale = float(reward_scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"reward_scale must be a number, got {reward_scale!r}") from None
-    mode = TrialInputs.parse(inputs)
+    mode = input_format(inputs, reward_scale)
     recurrent = is_recurrent(policy)
     if start is not None and not recurrent:
         raise ValueError("start= continues a recurrent policy's trials; this policy is feed-forward")
-    return Trial(episodes=int(episodes_per_trial), recurrent=recurrent, inputs=mode, reward_scale=reward_scale,
+    if start is not None and not records_state(policy):
+        raise ValueError(f"start= continues from a recorded state, but {type(policy).__name__}'s state is its "
+                         "inputs (state_is_inputs = True) and none is recorded: run the episodes to continue "
+                         "with inside one trial (more episodes_per_trial)")
+    if reset_each_episode and not recurrent:
+        raise ValueError("reset_each_episode= resets a recurrent policy's state; this policy is feed-forward")
+    return Trial(episodes=int(episodes_per_trial), recurrent=recurrent, inputs=mode,
                  chunk=None if chunk is None else int(chunk),
-                 start=None if start is None else trial_start(policy, spec, start, num_slots))
+                 start=None if start is None else trial_start(policy, spec, start, num_slots),
+                 reset_each_episode=bool(reset_each_episode))
 
 
 def trial_start(policy, spec: BufferSpec, start, num_slots: int) -> TrialStart:
@@ -153,19 +143,19 @@ def trial_start(policy, spec: BufferSpec, start, num_slots: int) -> TrialStart:
                       dones.astype(np.uint8))
 
 
-def check_recurrent_policy(policy, spec: BufferSpec, inputs: TrialInputs) -> None:
+def check_recurrent_policy(policy, spec: BufferSpec, inputs: InputFormat) -> None:
     """Call a recurrent policy once on one zero input and refuse, naming what is
     wrong, one that does not follow the protocol or does not fit the spaces."""
     name = type(policy).__name__
     if not isinstance(policy, torch.nn.Module):
         raise TypeError(f"the recurrent policy {name} is not a torch.nn.Module (the sampler ships and places "
                         f"its parameters): {RECURRENT_NEEDED}")
-    for attribute in ("state_shape", "initial_state", "step"):
+    tensor_state = records_state(policy)
+    for attribute in ("state_shape", "initial_state", "step") if tensor_state else ("initial_state", "step"):
         if not hasattr(policy, attribute):
             raise TypeError(f"the policy {name} says is_recurrent = True but has no {attribute}: {RECURRENT_NEEDED}")
     action_size = spec.num_categories if spec.discrete else int(np.prod(spec.action_shape))
-    obs_size = int(np.prod(spec.observation_shape))
-    width = rl2_input_size(obs_size, action_size) if inputs.rl2 else obs_size
+    width = inputs.size(int(np.prod(spec.observation_shape)), action_size)
     device = next((p.device for p in policy.parameters()), torch.device("cpu"))
     with torch.no_grad(), torch.random.fork_rng(devices=[]), rollout_torch_settings():
         try:
@@ -174,19 +164,19 @@ def check_recurrent_policy(policy, spec: BufferSpec, inputs: TrialInputs) -> Non
             raise TypeError(f"the recurrent policy {name}: initial_state(1, {device}) failed: {exc!r}. The sampler "
                             "calls initial_state(n, device) with the device of the policy's parameters; define "
                             "it as initial_state(self, n, device=None)") from exc
-        if not torch.is_tensor(state) or state.dtype != torch.float32:
+        if tensor_state and (not torch.is_tensor(state) or state.dtype != torch.float32):
             raise PolicyOutputError(f"the recurrent policy {name}: initial_state() returned "
                                     f"{getattr(state, 'dtype', type(state).__name__)}; the sampler records and "
-                                    "restores states as float32 tensors, so return one (torch.zeros(n, ...))")
+                                    "restores states as float32 tensors, so return one (torch.zeros(n, ...)), "
+                                    "or declare state_is_inputs = True (maml_rl.policies.trial_state)")
         try:
             distribution, next_state = policy.step(torch.zeros((1, width), device=device), state)
         except Exception as exc:
-            what = ("RL²'s input (observation, previous action, reward, done flag)" if inputs.rl2
-                    else "the observation")
-            raise TypeError(f"the recurrent policy {name} failed on one input of width {width}, {what}: {exc!r}. "
-                            f"Build it with input_size={width} (maml_rl.policies.recurrent.rl2_input_size), or pass "
-                            f"inputs='observations' / 'rl2' to match it") from exc
-    if tuple(state.shape) != (1, *tuple(policy.state_shape)) or tuple(next_state.shape) != tuple(state.shape):
+            raise TypeError(f"the recurrent policy {name} failed on one input of width {width}, the input format "
+                            f"{inputs.name!r}: {exc!r}. Build it with input_size={width} (the format's "
+                            "size(observation_size, action_size)), or pass the inputs= it was built for") from exc
+    if tensor_state and (tuple(state.shape) != (1, *tuple(policy.state_shape))
+                         or tuple(next_state.shape) != tuple(state.shape)):
         raise PolicyOutputError(f"the recurrent policy {name}: initial_state(1) has shape {tuple(state.shape)} and "
                                 f"step() returns a state of shape {tuple(next_state.shape)}; state_shape says "
                                 f"{(1, *tuple(policy.state_shape))}")

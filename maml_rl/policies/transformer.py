@@ -1,0 +1,243 @@
+"""A causal Transformer trial policy: one token per step of the trial, a key/value cache while sampling.
+
+Each step of a trial is one token: the policy's input row (the observation, the previous action, reward
+and done flag, optionally the attempt index: the learner's :class:`~maml_rl.policies.trial_inputs.InputFormat`)
+embedded, plus a sinusoidal encoding of the step's position in the trial. Pre-LayerNorm blocks of causal
+self-attention and an MLP follow (the defaults, d_model 64, 2 layers, 4 heads, are in the range of TrMRL's
+and AMAGO's), then a Gaussian or categorical head.
+
+The context is the whole trial by default, or with ``window`` the last ``window`` tokens at every layer (a
+sliding-window mask, as AMAGO's rolling cache). While sampling, :meth:`TransformerPolicy.step` decodes one
+token per row with a per-layer :class:`KVCache` (a step attends over the cached keys: its cost grows with the
+context, not its square); for training, :meth:`TransformerPolicy.forward_trials` runs whole trials in one
+causal pass. The state is a function of the inputs seen (``state_is_inputs``): the sampler records none and
+the learner rebuilds each trial from its :class:`~maml_rl.data.trials.TrialBatch`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributions import Categorical, Distribution, Independent, Normal
+
+from maml_rl.policies.policy import get_nonlinearity
+
+__all__ = ["KVCache", "TransformerPolicy"]
+
+
+class KVCache(NamedTuple):
+    """Each row's keys and values at every layer, ``[n, heads, capacity, head_size]``, the first
+    ``positions[row]`` columns of a row holding its tokens (columns past them are unused)."""
+
+    keys: Tuple[torch.Tensor, ...]
+    values: Tuple[torch.Tensor, ...]
+    positions: torch.Tensor  # [n] int64: tokens seen, the position of the row's next token
+
+    @property
+    def capacity(self) -> int:
+        return self.keys[0].shape[2]
+
+
+def positional_encoding(positions: torch.Tensor, size: int) -> torch.Tensor:
+    """``[..., size]`` sinusoidal encodings of integer ``positions`` (Vaswani et al.), computed on their device."""
+    half = torch.arange(0, size, 2, device=positions.device, dtype=torch.float32)
+    angles = positions.to(torch.float32).unsqueeze(-1) * torch.exp(half * (-math.log(10000.0) / size))
+    out = torch.zeros((*positions.shape, size), device=positions.device)
+    out[..., 0::2] = torch.sin(angles)
+    out[..., 1::2] = torch.cos(angles[..., : size // 2])
+    return out
+
+
+class _Encoder(nn.Module):
+    """A step's input row to its token: ``hidden_sizes`` layers with ``nonlinearity``, then a linear map to
+    ``d_model`` (none: one linear embedding, as TrMRL's)."""
+
+    def __init__(self, input_size: int, hidden_sizes: Sequence[int], d_model: int,
+                 nonlinearity: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        sizes = (input_size, *hidden_sizes)
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.out = nn.Linear(sizes[-1], d_model)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.hidden:
+            x = self.nonlinearity(layer(x))
+        return self.out(x)
+
+
+class _Block(nn.Module):
+    """Pre-LayerNorm: ``x + attention(LN(x))``, then ``x + MLP(LN(x))``."""
+
+    def __init__(self, d_model: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads, self.head_size = num_heads, d_model // num_heads
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def heads(self, h: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys, values ``[..., heads, head_size]`` of normalised ``h`` ``[..., d]``."""
+        q, k, v = self.qkv(h).chunk(3, -1)
+        shape = (*h.shape[:-1], self.num_heads, self.head_size)
+        return q.reshape(shape), k.reshape(shape), v.reshape(shape)
+
+    def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """The block's output from its input and the attention's ``[..., d]``."""
+        x = x + self.out(attended)
+        return x + self.mlp(self.norm2(x))
+
+
+class TransformerPolicy(nn.Module):
+    """A causal Transformer over a trial's steps with a Gaussian (linear mean, learned log-std) or
+    categorical head.
+
+    :param input_size: width of one step's input row (the input format's ``size``).
+    :param output_size: action dimension, or number of categories.
+    :param hidden_sizes: the token encoder's hidden layers (with ``nonlinearity``) before ``d_model``.
+    :param window: attend to at most this many tokens (the current one included) at every layer;
+        ``None``: the whole trial.
+    """
+
+    is_recurrent = True
+    #: The state is the inputs seen: nothing recorded, the update reruns each whole trial.
+    state_is_inputs = True
+
+    def __init__(self, input_size: int, output_size: int, d_model: int = 64, num_layers: int = 2,
+                 num_heads: int = 4, window: Optional[int] = None, categorical: bool = False,
+                 init_std: float = 1.0, min_std: float = 1e-6, hidden_sizes: Sequence[int] = (),
+                 nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh") -> None:
+        super().__init__()
+        if d_model % num_heads or d_model % 2:
+            raise ValueError(f"TransformerPolicy: d_model ({d_model}) must be even and a multiple of num_heads "
+                             f"({num_heads})")
+        if window is not None and (isinstance(window, bool) or int(window) < 1):
+            raise ValueError(f"TransformerPolicy: window must be None (the whole trial) or an int >= 1, got {window!r}")
+        self.input_size, self.output_size = int(input_size), int(output_size)
+        self.d_model, self.num_layers, self.num_heads = int(d_model), int(num_layers), int(num_heads)
+        self.window = None if window is None else int(window)
+        self.categorical = bool(categorical)
+        self.min_log_std = math.log(min_std)
+        self.embed = _Encoder(self.input_size, tuple(int(h) for h in hidden_sizes), self.d_model,
+                              get_nonlinearity(nonlinearity))
+        self.blocks = nn.ModuleList(_Block(self.d_model, self.num_heads) for _ in range(self.num_layers))
+        self.norm = nn.LayerNorm(self.d_model)
+        self.head = nn.Linear(self.d_model, self.output_size)
+        if not self.categorical:
+            self.sigma = nn.Parameter(torch.full((self.output_size,), math.log(init_std)))
+
+    # --------------------------------------------------------------- state
+    def initial_state(self, n: int, device: Optional[torch.device] = None) -> KVCache:
+        device = device if device is not None else self.head.weight.device
+        empty = tuple(torch.zeros((n, self.num_heads, 0, self.d_model // self.num_heads), device=device)
+                      for _ in range(self.num_layers))
+        return KVCache(empty, empty, torch.zeros(n, dtype=torch.int64, device=device))
+
+    def select_state(self, mask: torch.Tensor, new: KVCache, old: KVCache) -> KVCache:
+        """Rows ``mask`` at ``new``'s positions, the others at ``old``'s. The caches' columns are shared: the
+        larger one holds both (a step writes only past each row's position; a reset cache is empty)."""
+        cache = new if new.capacity >= old.capacity else old
+        return KVCache(cache.keys, cache.values, torch.where(mask, new.positions, old.positions))
+
+    def state_rows(self, state: KVCache, rows: slice, copy: bool) -> KVCache:
+        take = (lambda a: a[rows].clone()) if copy else (lambda a: a[rows])
+        return KVCache(tuple(map(take, state.keys)), tuple(map(take, state.values)), take(state.positions))
+
+    def cat_states(self, states: Sequence[KVCache]) -> KVCache:
+        capacity = max(s.capacity for s in states)
+        grown = [_grow(s, capacity) for s in states]
+        return KVCache(tuple(torch.cat(parts) for parts in zip(*(s.keys for s in grown))),
+                       tuple(torch.cat(parts) for parts in zip(*(s.values for s in grown))),
+                       torch.cat([s.positions for s in grown]))
+
+    def state_bytes(self, n: int, steps: int) -> int:
+        """Keys and values of every layer for ``steps`` tokens (the cache's capacity doubles as it fills)."""
+        return 2 * 2 * self.num_layers * n * self.d_model * max(int(steps), 1) * 4
+
+    # -------------------------------------------------------------- layers
+    def distribution(self, x: torch.Tensor) -> Distribution:
+        out = self.head(self.norm(x))
+        if self.categorical:
+            return Categorical(logits=out, validate_args=False)
+        scale = self.sigma.clamp(min=self.min_log_std).exp()
+        return Independent(Normal(out, scale, validate_args=False), 1, validate_args=False)
+
+    def step(self, inputs: torch.Tensor, state: KVCache) -> Tuple[Distribution, KVCache]:
+        """One token per row (``inputs`` ``[n, in]``) at each row's position, attending over its cache."""
+        positions = state.positions
+        n = inputs.shape[0]
+        needed = int(positions.max()) + 1 if n else 0
+        if needed > state.capacity:
+            state = _grow(state, max(needed, 2 * state.capacity, 16))
+        rows = torch.arange(n, device=inputs.device)
+        x = self.embed(inputs) + positional_encoding(positions, self.d_model)
+        groups = _groups(positions, self.window)
+        for block, keys, values in zip(self.blocks, state.keys, state.values):
+            q, k, v = block.heads(block.norm1(x))  # [n, heads, head_size]
+            keys[rows, :, positions] = k
+            values[rows, :, positions] = v
+            attended = torch.empty_like(q)
+            for index, lo, hi in groups:
+                qs = q if index is None else q[index]
+                ks, vs = (keys, values) if index is None else (keys[index], values[index])
+                scores = torch.einsum("nhd,nhtd->nht", qs, ks[:, :, lo:hi]) / math.sqrt(block.head_size)
+                out = torch.einsum("nht,nhtd->nhd", scores.softmax(-1), vs[:, :, lo:hi])
+                if index is None:
+                    attended = out
+                else:
+                    attended[index] = out
+            x = block.finish(x, attended.reshape(n, self.d_model))
+        return self.distribution(x), KVCache(state.keys, state.values, positions + 1)
+
+    def forward_trials(self, inputs: torch.Tensor, state: Optional[KVCache] = None,
+                       chunk: Optional[int] = None) -> Tuple[Distribution, None]:
+        """The distributions ``[T, N]`` along whole trials ``inputs`` ``[T, N, in]``, in one causal pass
+        from the trials' starts (``state`` and ``chunk`` are the recurrent protocol's; none applies)."""
+        if state is not None or chunk is not None:
+            raise ValueError("TransformerPolicy.forward_trials runs whole trials from their start: its state is its "
+                             "inputs, so give state=None and chunk=None")
+        T, N = inputs.shape[:2]
+        x = self.embed(inputs.transpose(0, 1)) + positional_encoding(torch.arange(T, device=inputs.device),
+                                                                      self.d_model)
+        allowed = causal_mask(T, self.window, inputs.device)
+        for block in self.blocks:
+            q, k, v = (a.transpose(1, 2) for a in block.heads(block.norm1(x)))  # [N, heads, T, head_size]
+            scores = q @ k.transpose(-1, -2) / math.sqrt(block.head_size)
+            scores = scores.masked_fill(~allowed, float("-inf"))
+            attended = (scores.softmax(-1) @ v).transpose(1, 2).reshape(N, T, self.d_model)
+            x = block.finish(x, attended)
+        return self.distribution(x.transpose(0, 1)), None
+
+
+def causal_mask(length: int, window: Optional[int], device=None) -> torch.Tensor:
+    """``[T, T]`` bool: query ``i`` may attend to key ``j`` (``j <= i``, and ``j > i - window``)."""
+    i = torch.arange(length, device=device).unsqueeze(1)
+    j = torch.arange(length, device=device).unsqueeze(0)
+    allowed = j <= i
+    return allowed if window is None else allowed & (j > i - window)
+
+
+def _groups(positions: torch.Tensor, window: Optional[int]) -> List[tuple]:
+    """``(rows, lo, hi)`` for each distinct position: the cache columns its rows attend to; ``rows`` is
+    ``None`` when every row is at one position (one product for all)."""
+    distinct = torch.unique(positions).tolist()
+    out = []
+    for p in distinct:
+        lo = 0 if window is None else max(0, p + 1 - window)
+        index = None if len(distinct) == 1 else torch.nonzero(positions == p).squeeze(1)
+        out.append((index, lo, p + 1))
+    return out
+
+
+def _grow(state: KVCache, capacity: int) -> KVCache:
+    """``state`` with room for ``capacity`` tokens per row (zeros past the old columns)."""
+    extra = capacity - state.capacity
+    if extra <= 0:
+        return state
+    pad = lambda a: F.pad(a, (0, 0, 0, extra))  # noqa: E731
+    return KVCache(tuple(map(pad, state.keys)), tuple(map(pad, state.values)), state.positions)

@@ -1,0 +1,207 @@
+"""The causal Transformer trial policy: its cached decoding against its full pass and against a naive
+per-token recomputation, on the sampler's trials (episodes ending at the first step included), across
+worker layouts; and the evaluation switch that resets a trial policy's context at each attempt."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from maml_rl.policies import GRUPolicy, rl2_input_size
+from maml_rl.policies.trial_inputs import InputFormat
+from maml_rl.policies.transformer import TransformerPolicy
+from maml_rl.samplers import MultiTaskSampler
+
+#: float32 tolerance of the cached decoding against the one-pass one: the same products summed in another
+#: order (a softmax over a different number of masked zeros), about 1e-7 measured.
+ATOL = RTOL = 1e-5
+
+
+def decode(policy, inputs):
+    """The means (or logits) of step-by-step decoding with the key/value cache, ``[T, N, out]``."""
+    state = policy.initial_state(inputs.shape[1])
+    out = []
+    with torch.no_grad():
+        for x in inputs:
+            distribution, state = policy.step(x, state)
+            out.append(distribution.logits if policy.categorical else distribution.mean)
+    return torch.stack(out)
+
+
+def naive(policy, inputs):
+    """The same network written out token by token: each query attends to its keys one by one (those within the
+    window), no mask, no cache; ``[T, N, out]``."""
+    T, N = inputs.shape[:2]
+    out = torch.zeros(T, N, policy.output_size)
+    with torch.no_grad():
+        for n in range(N):
+            x = [policy.embed(inputs[t, n]) for t in range(T)]
+            for t in range(T):  # sinusoids by hand
+                angle = [t / 10000 ** (2 * (i // 2) / policy.d_model) for i in range(policy.d_model)]
+                x[t] = x[t] + torch.tensor([math.sin(a) if i % 2 == 0 else math.cos(a) for i, a in enumerate(angle)])
+            for block in policy.blocks:
+                H, D = block.num_heads, block.head_size
+                qkv = [block.qkv(block.norm1(v)) for v in x]
+                q = [a[:H * D].view(H, D) for a in qkv]
+                k = [a[H * D:2 * H * D].view(H, D) for a in qkv]
+                v = [a[2 * H * D:].view(H, D) for a in qkv]
+                new = []
+                for t in range(T):
+                    first = 0 if policy.window is None else max(0, t - policy.window + 1)
+                    heads = []
+                    for h in range(H):
+                        scores = torch.stack([q[t][h] @ k[j][h] / math.sqrt(D) for j in range(first, t + 1)])
+                        weights = torch.exp(scores - scores.max())
+                        weights = weights / weights.sum()
+                        heads.append(sum(w * v[j][h] for w, j in zip(weights, range(first, t + 1))))
+                    new.append(block.finish(x[t], torch.cat(heads)))
+                x = new
+            for t in range(T):
+                out[t, n] = policy.head(policy.norm(x[t]))
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 1, 3])
+@pytest.mark.parametrize("length", [1, 2, 7, 20])
+def test_cached_decoding_equals_the_one_pass_and_the_naive_recomputation(window, length):
+    torch.manual_seed(length)
+    policy = TransformerPolicy(5, 2, d_model=16, num_layers=2, num_heads=4, window=window)
+    inputs = torch.randn(length, 3, 5)
+    distribution, state = policy.forward_trials(inputs)
+    assert state is None
+    full = distribution.mean.detach()
+    assert full.shape == (length, 3, 2)
+    torch.testing.assert_close(decode(policy, inputs), full, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(naive(policy, inputs), full, atol=ATOL, rtol=RTOL)
+
+
+def test_a_window_forgets_what_left_it_and_the_whole_trial_does_not():
+    torch.manual_seed(0)
+    inputs = torch.randn(6, 1, 5)
+    changed = inputs.clone()
+    changed[0] += 1.0  # the first token only
+    for window, same_at_end in ((3, True), (None, False)):
+        policy = TransformerPolicy(5, 2, d_model=8, num_layers=1, num_heads=2, window=window)
+        a, b = decode(policy, inputs), decode(policy, changed)
+        assert not torch.equal(a[0], b[0])
+        # One layer: token 5 sees tokens 3-5 through a window of 3, none of which changed.
+        assert torch.equal(a[5], b[5]) == same_at_end
+
+
+def test_a_categorical_head_after_a_token_encoder_decodes_as_it_trains():
+    torch.manual_seed(1)
+    policy = TransformerPolicy(4, 3, d_model=8, num_layers=2, num_heads=2, categorical=True, hidden_sizes=(6,),
+                               nonlinearity="relu")
+    assert len(policy.embed.hidden) == 1
+    inputs = torch.randn(5, 2, 4)
+    torch.testing.assert_close(decode(policy, inputs), policy.forward_trials(inputs)[0].logits.detach(),
+                               atol=ATOL, rtol=RTOL)
+
+
+def test_misuse_is_refused():
+    with pytest.raises(ValueError, match="multiple of num_heads"):
+        TransformerPolicy(4, 2, d_model=10, num_heads=4)
+    with pytest.raises(ValueError, match="window must be None"):
+        TransformerPolicy(4, 2, d_model=8, num_heads=2, window=0)
+    policy = TransformerPolicy(4, 2, d_model=8, num_heads=2)
+    with pytest.raises(ValueError, match="state=None and chunk=None"):
+        policy.forward_trials(torch.zeros(3, 1, 4), chunk=2)
+
+
+def _transformer(attempt=False, window=None):
+    torch.manual_seed(0)
+    return TransformerPolicy(InputFormat(attempt=attempt).size(2, 2), 2, d_model=8, num_layers=2, num_heads=2,
+                             window=window)
+
+
+def _sampled(policy, episodes, horizon, fmt, **kwargs):
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": horizon}, 2, policy, seed=4, **kwargs) as sampler:
+        return sampler.rollout_trials(sampler.sample_tasks(2), episodes, inputs=fmt)
+
+
+@pytest.mark.parametrize("episodes, horizon, attempt, window", [(3, 1, False, None), (4, 1, True, 2),
+                                                                (2, 5, True, None), (1, 1, False, None)])
+def test_the_samplers_cached_log_probs_are_the_updates_one_pass(episodes, horizon, attempt, window):
+    """Trials sampled with the cache (episodes that end at their first step included) give the log-probs that
+    the update's causal pass over the TrialBatch's rebuilt inputs gives; nothing is recorded but them."""
+    policy = _transformer(attempt, window)
+    fmt = InputFormat(reward_scale=0.5, attempt=attempt)
+    for batch in _sampled(policy, episodes, horizon, fmt):
+        assert batch.chunk_states is None and batch.final_state is None
+        assert batch.inputs == ("rl2+attempt" if attempt else "rl2") and batch.reward_scale == 0.5
+        inputs = batch.policy_inputs()
+        if attempt:  # the last column counts the episodes before each step
+            assert torch.equal(inputs[..., -1], batch.episode_index.float())
+        with torch.no_grad():
+            log_probs = policy.forward_trials(inputs)[0].log_prob(batch.actions)
+        valid = batch.mask > 0
+        assert int(valid.sum()) == episodes * horizon * 2
+        torch.testing.assert_close(log_probs[valid], batch.log_probs[valid], atol=ATOL, rtol=RTOL)
+
+
+def test_a_continuation_of_a_transformers_trial_is_refused():
+    policy = _transformer()
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 2}, 1, policy, seed=4) as sampler:
+        tasks = sampler.sample_tasks(1)
+        with pytest.raises(ValueError, match="state is its inputs"):
+            sampler.rollout_trials(tasks, 1, start={"state": np.zeros((1, 1)), "actions": np.zeros((1, 2)),
+                                                    "rewards": np.zeros(1), "dones": np.zeros(1)})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partial", [False, True], ids=["lockstep", "partial"])
+def test_same_seed_same_bits_on_zero_and_two_workers(partial):
+    fmt = InputFormat(reward_scale=0.1)
+    runs = [_sampled(_transformer(), 3, 4, fmt, num_workers=workers, partial=partial and workers > 0)
+            for workers in (0, 2)]
+    for a, b in zip(*runs):
+        for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+@pytest.mark.parametrize("make", [lambda: _transformer(), lambda: GRUPolicy(rl2_input_size(2, 2), 2, (8,), 4)],
+                         ids=["transformer", "gru"])
+def test_resetting_the_context_each_attempt_repeats_the_first_attempt(make):
+    """A deterministic policy (mean actions) on a deterministic env (2D navigation starts at the origin): with
+    its context reset at each episode, every attempt takes attempt 0's actions; with its memory, it does not."""
+    torch.manual_seed(0)
+    policy = make()
+    with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 4}, 1, policy, seed=4) as sampler:
+        tasks = sampler.sample_tasks(2)
+        reset = sampler.rollout_trials(tasks, 3, actions="mean", reset_each_episode=True)
+        kept = sampler.rollout_trials(tasks, 3, actions="mean")
+    for batch in reset:
+        assert batch.context_reset and torch.equal(batch.lengths, torch.tensor([12]))
+        attempts = batch.actions[:, 0].reshape(3, 4, 2)
+        assert torch.equal(attempts[1], attempts[0]) and torch.equal(attempts[2], attempts[0])
+        with pytest.raises(ValueError, match="not one trial's"):
+            batch.policy_inputs()
+    for batch, other in zip(kept, reset):
+        assert torch.equal(batch.actions[:4], other.actions[:4])  # the first attempt is the same either way
+        assert not torch.equal(batch.actions[4:8], batch.actions[:4])
+
+
+def test_the_memory_check_counts_the_key_value_cache_the_policy_declares(monkeypatch):
+    """The pool's check is given the cache of a whole trial (keys and values of every layer, room to double),
+    and refuses a trial whose cache cannot fit, before any step."""
+    from maml_rl.samplers.backends import local
+    from maml_rl.samplers.workers.memory import InsufficientMemoryError
+
+    asked = []
+
+    def spy(**kwargs):
+        asked.append(kwargs["buffer_bytes"])
+        raise InsufficientMemoryError("stop here")
+
+    monkeypatch.setattr(local, "check_memory", spy)
+    S, rows = 4 * 2, 10 * 50
+    for d_model in (8, 64):
+        policy = TransformerPolicy(InputFormat().size(2, 2), 2, d_model=d_model, num_layers=3, num_heads=2)
+        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 50}, 2, policy, seed=0, num_workers=0) as s:
+            with pytest.raises(InsufficientMemoryError, match="stop here"):
+                s.rollout_trials(s.sample_tasks(4), 10)
+    # Twice (the check's margin for a copy) keys + values x 3 layers x 2 (doubling) x rows x d_model floats.
+    assert asked[1] - asked[0] == 2 * (2 * 3 * 2 * S * rows * (64 - 8) * 4)

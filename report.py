@@ -32,7 +32,10 @@ from maml_rl.app.startup import quiet_interrupt
 with quiet_interrupt("report.py"):
     from maml_rl.app.command_line import run_script
     from maml_rl.app.config_files import ConfigError
+    from tqdm import tqdm
+
     from maml_rl.app.plotting import plot_iqm_curves
+    from maml_rl.app.progress import PHASE_DELAY, PhaseBar
     from maml_rl.app.report_runs import distinct_runs, find_run_folders
     from maml_rl.app.runs.lock import writer_of
     from maml_rl.app.reports import (ReportError, compare, comparison_problem, curves, format_report, load_run,
@@ -62,8 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
             if writer_of(folder) is not None:
                 print(f"note: {folder} is being written by a running train.py: it is reported as it is now "
                       "(its files are only read)", file=sys.stderr)
-        runs = distinct_runs([load_run(folder, args.results) for folder in folders])
-        summaries = summarise(runs, reps=args.reps, seed=args.seed)
+        reading = tqdm(folders, desc="reading runs", unit="run", leave=False, delay=PHASE_DELAY, file=sys.stderr)
+        runs = distinct_runs([load_run(folder, args.results) for folder in reading])
+        summaries = summarise(runs, reps=args.reps, seed=args.seed, progress=PhaseBar(position=0))
     except (ReportError, ImportError) as exc:
         raise ConfigError(str(exc)) from None
     comparisons, success_comparisons, not_compared = {}, {}, []
@@ -102,8 +106,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.plot:
         try:
             reps = min(args.reps, 2_000)
-            plot_iqm_curves([(s.env, s.label, len(s.runs), curves(s, reps=reps, seed=args.seed)) for s in summaries],
-                            args.plot)
+            plot_iqm_curves([(s.env, s.label, len(s.runs), curves(s, reps=reps, seed=args.seed,
+                                                                   progress=PhaseBar(position=0)))
+                             for s in summaries], args.plot)
         except ImportError:
             raise ConfigError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
         print(f"curves written to {args.plot}", file=sys.stderr)

@@ -47,7 +47,7 @@ with quiet_interrupt("test.py"):
     import numpy as np
     from tqdm import tqdm
 
-    from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
+    from maml_rl.app.command_line import EVALUATION_DIVERGED, add_sampler_arguments, run_script, sampler_options
     from maml_rl.app.config_files import ConfigError, build_env, load_config
     from maml_rl.config.hyperparameters import InvalidValue
     from maml_rl.app.plotting import plot_returns
@@ -280,4 +280,4 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    run_script(main, on_policy_error=EVALUATION_DIVERGED)

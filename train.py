@@ -34,7 +34,7 @@ from pathlib import Path
 from maml_rl.app.startup import quiet_interrupt
 
 with quiet_interrupt("train.py"):
-    from maml_rl.app.command_line import add_sampler_arguments, run_script, sampler_options
+    from maml_rl.app.command_line import TRAINING_DIVERGED, add_sampler_arguments, run_script, sampler_options
     from maml_rl.app.config_files import parse_override
     from maml_rl.samplers import usable_cpus
     from maml_rl.app.multi_seed import train_seeds_on_ray
@@ -153,4 +153,4 @@ def _on_stop() -> str:
 
 
 if __name__ == "__main__":
-    run_script(main, on_stop=_on_stop)
+    run_script(main, on_stop=_on_stop, on_policy_error=TRAINING_DIVERGED)

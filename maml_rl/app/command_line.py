@@ -2,7 +2,8 @@
 
 A ``ConfigError`` prints ``error: ...`` and exits 2; a file that could not be
 written (a full disk) or an env step that outlived ``--step-timeout`` prints what happened and how to
-continue, and exits 1. Ctrl-C, SIGTERM (kill, a
+continue, and exits 1; so does a policy whose actions are not finite numbers (``PolicyOutputError``:
+its parameters diverged), with what to do about it. Ctrl-C, SIGTERM (kill, a
 job scheduler) and SIGHUP (the terminal closed) unwind the script like an
 exception, so that every ``with`` block (the sampler's workers and shared
 memory included) cleans up, then exit with the conventional status 128 + the
@@ -20,13 +21,25 @@ from typing import Any, Callable
 from maml_rl.app.config_files import ConfigError
 from maml_rl.app.runs.files import RunWriteError
 from maml_rl.app.startup import SignalExit, install_signal_handlers
-from maml_rl.samplers.errors import StepTimeoutError
+from maml_rl.samplers.errors import PolicyOutputError, StepTimeoutError
 
-__all__ = ["SignalExit", "run_script"]
+__all__ = ["EVALUATION_DIVERGED", "SignalExit", "TRAINING_DIVERGED", "run_script"]
 
 # Seconds an env worker may take over one step or reset in train.py and test.py (the library's
 # default is no limit): far beyond any env shipped here, short of a run that sits silent for hours.
 DEFAULT_STEP_TIMEOUT = 600.0
+
+#: What to do when train.py's policy outputs what no env should get (``run_script``'s ``on_policy_error``).
+TRAINING_DIVERGED = (
+    "The policy's parameters (or those adapted from them) diverged: a step size too large for this env does it. "
+    "Lower fast-lr (the inner step) or max-kl (the meta step) and train again, in a new --output-folder or with "
+    "--overwrite: --resume would take the same steps again.")
+
+#: The same for test.py, whose policy comes from a file.
+EVALUATION_DIVERGED = (
+    "The policy evaluated has diverged, before or after its adaptation steps (its run's step sizes, fast-lr or "
+    "max-kl, were too large for the env), or its file is damaged. Evaluate an earlier policy of the run, or "
+    "train again with smaller steps.")
 
 
 def _stopping(message: str, on_stop: str | Callable[[], str]) -> None:
@@ -39,11 +52,13 @@ def _stopping(message: str, on_stop: str | Callable[[], str]) -> None:
         pass
 
 
-def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -> None:
+def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "", on_policy_error: str = "") -> None:
     """Run a script's ``main()`` and exit as described above.
 
     :param on_stop: appended to the message printed when a signal stops the run
         (e.g. how to continue it), or a function that returns it, called then.
+    :param on_policy_error: appended to a ``PolicyOutputError``'s message: what to do about it
+        (:data:`TRAINING_DIVERGED`, :data:`EVALUATION_DIVERGED`).
     """
     install_signal_handlers()
     # DeprecationWarnings are hidden outside __main__; the package's own (an old config.json's) should be seen.
@@ -56,6 +71,10 @@ def run_script(main: Callable[[], Any], on_stop: str | Callable[[], str] = "") -
     except (RunWriteError, StepTimeoutError) as error:
         # The run itself is intact (the last finished iteration's checkpoint): say so and how to go on.
         _stopping(f"error: {error}", on_stop)
+        sys.exit(1)
+    except PolicyOutputError as error:
+        # The message names the step, the slot and the task: a traceback into the sampler would add nothing.
+        print(f"error: {error}" + (f"\n{on_policy_error}" if on_policy_error else ""), file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         _stopping("interrupted", on_stop)

@@ -29,7 +29,8 @@ import yaml
 
 from maml_rl.config.declaration import Check, _name
 from maml_rl.config.hyperparameters import EARLIER_SHARED_KEYS, SHARED_KEYS, Hyperparameter, InvalidValue
-from maml_rl.config.yaml_rules import ConfigLoader
+from maml_rl.utils.echo import echo
+from maml_rl.config.yaml_rules import ConfigLoader, check_nesting
 from maml_rl.envs.meta_env import check_meta_env
 from maml_rl.metalearners import DEFAULT_ALGORITHM, METALEARNERS
 
@@ -106,9 +107,16 @@ def read_config_file(path: str | Path) -> dict:
         raise ConfigError(f"cannot read config file {str(path)!r}: it is not UTF-8 text ({exc.reason} at byte "
                           f"{exc.start}), so damaged or not a config file; restore it from a copy") from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=ConfigLoader)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        if path.suffix == ".json":
+            data = json.loads(text)
+            check_nesting(data)
+        else:
+            data = yaml.load(text, Loader=ConfigLoader)
+    except (ValueError, yaml.YAMLError) as exc:  # json.JSONDecodeError is a ValueError
         raise ConfigError(f"cannot parse config file {str(path)!r}: {exc}") from None
+    except RecursionError:  # json's decoder, far deeper than check_nesting allows
+        raise ConfigError(f"cannot parse config file {str(path)!r}: nested thousands of levels deep, more than "
+                          f"a config holds: is it the right file?") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of keys to values, got {type(data).__name__}")
     return data
@@ -122,11 +130,11 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"override {text!r} must look like KEY=VALUE, e.g. fast-batch-size=10")
+        raise ConfigError(f"override {echo(text)} must look like KEY=VALUE, e.g. fast-batch-size=10")
     try:
         parsed = yaml.load(value, Loader=ConfigLoader) if value.strip() else None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot parse the value of override {text!r}: {exc}") from None
+        raise ConfigError(f"cannot parse the value of override {echo(text)}: {exc}") from None
     return key, parsed
 
 
@@ -137,7 +145,7 @@ def apply_overrides(config: Mapping[str, Any], overrides: Iterable[tuple[str, An
         if key.startswith("env-kwargs."):
             env_kwargs = config.get("env-kwargs") or {}
             if not isinstance(env_kwargs, Mapping):
-                raise ConfigError(f"cannot set {key}: env-kwargs is {env_kwargs!r}, not a mapping")
+                raise ConfigError(f"cannot set {key}: env-kwargs is {echo(env_kwargs)}, not a mapping")
             config["env-kwargs"] = {**env_kwargs, key.split(".", 1)[1]: value}
         else:
             config[key] = value
@@ -166,7 +174,7 @@ def validate_config(raw: Mapping[str, Any], source: str = "config", set_keys: It
     sections = _algorithm_keys()
     if "algorithm" in config and algorithm not in sections:
         del config["algorithm"]
-        problems.append(("algorithm", f"algorithm: got {algorithm!r} ({type(algorithm).__name__}), expected "
+        problems.append(("algorithm", f"algorithm: got {echo(algorithm)} ({type(algorithm).__name__}), expected "
                                       f"{ALGORITHM_KEY.expected} (one of: {', '.join(sections)})"))
     # With no valid algorithm, only the shared keys are checked, and no key is called unknown for it.
     accepted = config_keys(algorithm) if algorithm in sections else None
@@ -179,12 +187,12 @@ def validate_config(raw: Mapping[str, Any], source: str = "config", set_keys: It
         owners = [name for name, keys in sections.items() if any(h.key == key for h in keys)]
         if owners:
             foreign = True
-            problems.append((key, f"key {key!r} is a setting of algorithm {' and '.join(map(repr, owners))}, "
+            problems.append((key, f"key {echo(key)} is a setting of algorithm {' and '.join(map(repr, owners))}, "
                                   f"not of this configuration's algorithm {algorithm!r}"))
         else:
             close = difflib.get_close_matches(str(key).replace("_", "-"), list(accepted), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append((key, f"unknown key {key!r}{hint}"))
+            problems.append((key, f"unknown key {echo(key)}{hint}"))
     for hyperparameter in (accepted or {h.key: h for h in SHARED_KEYS}).values():
         if hyperparameter is not ALGORITHM_KEY:
             _resolve(hyperparameter, raw, config, problems)
@@ -194,7 +202,7 @@ def validate_config(raw: Mapping[str, Any], source: str = "config", set_keys: It
         unused = METALEARNERS[algorithm].unused_shared_keys
         for key, why in unused.items():
             if key in raw and key in config and config[key] != accepted[key].default_value():
-                problems.append((key, f"{key}: {raw[key]!r} has no effect with algorithm {algorithm!r} ({why}); "
+                problems.append((key, f"{key}: {echo(raw[key])} has no effect with algorithm {algorithm!r} ({why}); "
                                       f"remove the key"))
         # Keys that only make sense together: the meta-learner says which (before any work starts).
         if not problems:
@@ -240,7 +248,7 @@ def _resolve(hyperparameter: Hyperparameter, raw: Mapping[str, Any], config: dic
             config[key] = hyperparameter.check.convert(raw[key])
         except InvalidValue as exc:
             detail = f" ({exc})" if str(exc) else ""
-            got = f"{raw[key]!r} ({type(raw[key]).__name__})"
+            got = f"{echo(raw[key])} ({type(raw[key]).__name__})"
             problems.append((key, f"{key}: got {got}, expected {hyperparameter.expected}{detail}"))
     return config.get(key)
 
@@ -291,7 +299,7 @@ def config_diff(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Iterable[str
     """Keys whose values differ between two configurations, as ``"key: a -> b"`` lines."""
     ignore = set(ignore)
     keys = [key for key in dict.fromkeys([*a, *b]) if key not in ignore]
-    return [f"{key}: {a.get(key)!r} -> {b.get(key)!r}" for key in keys if a.get(key) != b.get(key)]
+    return [f"{key}: {echo(a.get(key))} -> {echo(b.get(key))}" for key in keys if a.get(key) != b.get(key)]
 
 
 def build_env(config: Mapping[str, Any], set_on_command_line: Iterable[str] = ()):
@@ -319,7 +327,7 @@ def build_env(config: Mapping[str, Any], set_on_command_line: Iterable[str] = ()
         check_meta_env(env)
     except TypeError as exc:
         env.close()
-        raise ConfigError(f"env-name: {name!r}: {exc} maml_rl provides: {', '.join(maml_rl.envs.ENV_IDS)}") from None
+        raise ConfigError(f"env-name: {echo(name)}: {exc} maml_rl provides: {', '.join(maml_rl.envs.ENV_IDS)}") from None
     return env
 
 
@@ -329,12 +337,12 @@ def _env_kwargs_problem(name: str, kwargs: Mapping[str, Any], exc: Exception, se
     detail = str(exc).split(" was raised from the environment creator")[0]
     unexpected = re.search(r"unexpected keyword argument '(\w+)'", detail)
     if not unexpected:
-        return f"env-kwargs: {name} cannot be built with {dict(kwargs)!r}: {detail}"
+        return f"env-kwargs: {name} cannot be built with {echo(dict(kwargs))}: {detail}"
     wrong = unexpected.group(1)
     taken = _env_arguments(name)
     close = difflib.get_close_matches(wrong, taken, n=1, cutoff=0.6)
     where = f"--set env-kwargs.{wrong}" if wrong in set_on_command_line else "env-kwargs"
-    return (f"{where}: {name} takes no argument {wrong!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return (f"{where}: {name} takes no argument {echo(wrong)}" + (f" (did you mean {close[0]!r}?)" if close else "")
             + (f"; it takes: {', '.join(taken)}" if taken else ""))
 
 

@@ -23,13 +23,14 @@ class PhaseBar(Progress):
     """Each phase a learner reports, as a second progress line under the iteration bar, with its ETA; the
     line disappears when the phase ends."""
 
-    def __init__(self, file: Any = None, delay: float | None = None):
-        self.file, self.delay = file, delay
+    def __init__(self, file: Any = None, delay: float | None = None, position: int = 1):
+        # position 1: under train.py's iteration bar; 0 where there is none (report.py).
+        self.file, self.delay, self.position = file, delay, position
 
     @contextmanager
     def phase(self, name: str, total: int, unit: str = "step") -> Iterator[Advance]:
         delay = PHASE_DELAY if self.delay is None else self.delay
-        with tqdm(total=total, desc=f"  {name}", unit=unit, position=1, leave=False, delay=delay,
+        with tqdm(total=total, desc=f"  {name}", unit=unit, position=self.position, leave=False, delay=delay,
                   dynamic_ncols=True, unit_scale=total >= 10_000, file=self.file or sys.stderr) as bar:
             yield lambda n=1: bar.update(n)
 

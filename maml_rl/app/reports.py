@@ -30,6 +30,7 @@ import numpy as np
 
 from maml_rl.app.report_runs import ReportError, Run, load_run
 from maml_rl.app.results import settings_differ
+from maml_rl.utils.progress import Advance, Progress
 
 __all__ = ["Run", "Summary", "ReportError", "comparison_problem", "load_run", "summarise", "compare", "curves",
            "format_report"]
@@ -89,10 +90,17 @@ def _estimates(library: Any, *args: Any, seed: int, **kwargs: Any) -> tuple[dict
         np.random.set_state(state)
 
 
-def _interval(scores: np.ndarray, reps: int, seed: int) -> tuple[float, tuple[float, float]]:
+def _interval(scores: np.ndarray, reps: int, seed: int,
+              advance: Advance | None = None) -> tuple[float, tuple[float, float]]:
+    """The IQM of ``scores`` and its bootstrap interval; ``advance(1)`` is called at each replication."""
     library, metrics = _rliable()
-    point, ci = _estimates(library, {"x": scores.reshape(-1, 1)}, lambda x: np.array([metrics.aggregate_iqm(x)]),
-                           seed=seed, reps=reps)
+
+    def iqm(x: np.ndarray) -> np.ndarray:
+        if advance is not None:
+            advance(1)
+        return np.array([metrics.aggregate_iqm(x)])
+
+    point, ci = _estimates(library, {"x": scores.reshape(-1, 1)}, iqm, seed=seed, reps=reps)
     return float(point["x"][0]), (float(ci["x"][0, 0]), float(ci["x"][1, 0]))
 
 
@@ -147,21 +155,26 @@ def _run_notes(run: Run) -> list[str]:
     return notes
 
 
-def summarise(runs: Sequence[Run], reps: int = 50_000, seed: int = 0) -> list[Summary]:
-    """One :class:`Summary` per (env, algorithm, distinguishing settings), in the order first seen."""
+def summarise(runs: Sequence[Run], reps: int = 50_000, seed: int = 0, progress: Progress = Progress()) -> list[Summary]:
+    """One :class:`Summary` per (env, algorithm, distinguishing settings), in the order first seen.
+
+    :param progress: told of each group's bootstraps, the long part (report.py draws them as a bar).
+    """
     _, metrics = _rliable()
     out = []
     for env, algorithm, settings, evaluated, members in _groups(runs):
         scores = np.array([run.after for run in members])
-        iqm, ci = _interval(scores, reps, seed)
-        summary = Summary(env, algorithm, members, iqm, ci, float(scores.mean()),
-                          min(members, key=lambda run: run.after),
-                          float(metrics.aggregate_iqm(np.array([[run.before] for run in members]))),
-                          settings=settings, evaluated=evaluated)
         successes = [run.success_after for run in members]
-        if all(s is not None for s in successes):
-            summary.success_iqm, summary.success_ci = _interval(np.array(successes), reps, seed)
-            summary.success_worst = min(members, key=lambda run: run.success_after)
+        with_success = all(s is not None for s in successes)
+        with progress.phase(f"{env} {algorithm}: bootstrap", reps * (2 if with_success else 1), "rep") as advance:
+            iqm, ci = _interval(scores, reps, seed, advance)
+            summary = Summary(env, algorithm, members, iqm, ci, float(scores.mean()),
+                              min(members, key=lambda run: run.after),
+                              float(metrics.aggregate_iqm(np.array([[run.before] for run in members]))),
+                              settings=settings, evaluated=evaluated)
+            if with_success:
+                summary.success_iqm, summary.success_ci = _interval(np.array(successes), reps, seed, advance)
+                summary.success_worst = min(members, key=lambda run: run.success_after)
         if evaluated:
             summary.notes.append(f"EVALUATED DIFFERENTLY from the other {algorithm} runs on {env} ("
                                  + ", ".join(f"{k}={json.dumps(v)}" for k, v in evaluated.items())
@@ -221,17 +234,20 @@ def compare(a: Summary, b: Summary, reps: int = 2_000, seed: int = 0,
     return float(np.ravel(point["p"])[0]), (float(low), float(high))
 
 
-def curves(summary: Summary, points: int = 50, reps: int = 2_000, seed: int = 0) -> dict[str, np.ndarray]:
+def curves(summary: Summary, points: int = 50, reps: int = 2_000, seed: int = 0,
+           progress: Progress = Progress()) -> dict[str, np.ndarray]:
     """The IQM training curve across the group's runs with its 95% band, at up to ``points`` iterations
     (the runs' common length); ``env_steps`` is the runs' mean budget at those iterations."""
     length = min(len(run.curve) for run in summary.runs)
     index = np.unique(np.linspace(0, length - 1, min(points, length)).round().astype(int))
     iqm, low, high = [], [], []
-    for i in index:
-        point, (lo, hi) = _interval(np.array([run.curve[i] for run in summary.runs]), reps, seed)
-        iqm.append(point)
-        low.append(lo)
-        high.append(hi)
+    with progress.phase(f"{summary.env} {summary.label}: curve", len(index), "point") as advance:
+        for i in index:
+            point, (lo, hi) = _interval(np.array([run.curve[i] for run in summary.runs]), reps, seed)
+            iqm.append(point)
+            low.append(lo)
+            high.append(hi)
+            advance(1)
     steps = np.mean([run.env_steps[index] for run in summary.runs], axis=0)
     return {"iteration": index, "env_steps": steps, "iqm": np.array(iqm), "low": np.array(low),
             "high": np.array(high)}

@@ -11,6 +11,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from maml_rl.utils.echo import echo
+
 __all__ = ["BOOLEAN", "POSITIVE_INT", "REQUIRED", "Check", "Hyperparameter", "InvalidValue", "choice", "integer",
            "number", "optional"]
 
@@ -144,7 +146,7 @@ def _env_kwargs(value: Any) -> dict:
     steps = value.get("max_episode_steps")
     if steps is not None and not (_is_int(steps) and steps >= 1):
         raise InvalidValue(f"max_episode_steps must be an integer >= 1 (or absent: the env's own limit), "
-                           f"got {steps!r}")
+                           f"got {echo(steps)}")
     return dict(value)
 
 

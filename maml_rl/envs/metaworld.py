@@ -43,7 +43,6 @@ import numpy as np
 
 from maml_rl.envs.batch_stepping import BatchStepper, BatchSteppedEnv
 from maml_rl.envs.meta_env import MetaEnv
-from maml_rl.envs.metaworld_fast import fast_class, unavailable_reason
 
 try:
     import metaworld
@@ -52,8 +51,13 @@ try:
     import mujoco
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError(
-        f"Meta-World is not installed ({exc}): pip install -e \".[metaworld]\"; see docs/environments.md#meta-world"
+        f"Meta-World is not installed ({exc}). Beside MuJoCo 4 (the README's get-going venv): pip install --no-deps "
+        f"metaworld==3.1.1 && pip install packaging scipy imageio; or in a venv of its own (MuJoCo 3.3): "
+        f"pip install -e \".[dev,metaworld]\". Not the metaworld extra in a venv with MuJoCo 4, which breaks MuJoCo "
+        f"(docs/environments.md#installing)"
     ) from exc
+
+from maml_rl.envs.metaworld_fast import fast_class, unavailable_reason  # noqa: E402 (it imports Meta-World)
 
 __all__ = ["BENCHMARKS", "REWARD_VERSIONS", "MetaWorldEnv", "benchmark_tasks"]
 

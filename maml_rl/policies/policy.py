@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributions import Distribution
 
+from maml_rl.utils.echo import echo
 from maml_rl.utils.torch_utils import gradient_step
 
 Params = Mapping[str, torch.Tensor]
@@ -41,7 +42,7 @@ def get_nonlinearity(
     key = str(nonlinearity).lower().replace("_", "").replace("-", "")
     if key not in _NONLINEARITIES:
         raise ValueError(
-            f"unknown nonlinearity {nonlinearity!r}; valid names are: {', '.join(sorted(_NONLINEARITIES))}"
+            f"unknown nonlinearity {echo(nonlinearity)}; valid names are: {', '.join(sorted(_NONLINEARITIES))}"
         )
     return _NONLINEARITIES[key]
 

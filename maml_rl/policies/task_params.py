@@ -97,10 +97,13 @@ class TaskParams:
             seen: Dict[int, int] = {}
             distinct: List[Params] = []
             index = []
-            for p in per_task:
+            for k, p in enumerate(per_task):
                 if p is None:
                     index.append(OWN)
                     continue
+                if not isinstance(p, Mapping):
+                    raise TypeError(f"params of task {k} is a {type(p).__name__}: give a dict of the policy's "
+                                    "parameters (name -> tensor), or None for its own")
                 if id(p) not in seen:
                     seen[id(p)] = len(distinct)
                     distinct.append(p)
@@ -179,8 +182,29 @@ def _complete(policy: torch.nn.Module, params: Params) -> Params:
     if unknown:
         raise ValueError(f"params name {unknown}, which are not parameters of the policy "
                          f"{type(policy).__name__} (its parameters: {list(known)})")
+    _check_fit(policy, known, params)
     if all(name in params for name in own):
         return params
     full = OrderedDict((name, params[name] if name in params else p.detach()) for name, p in own.items())
     full.update((name, value) for name, value in params.items() if name not in full)
     return full
+
+
+def _describe(tensor: torch.Tensor) -> str:
+    return f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
+
+
+def _check_fit(policy: torch.nn.Module, known: Mapping[str, torch.Tensor], params: Params) -> None:
+    """Refuse a value that is not a tensor of its parameter's shape and dtype: the policy would fail
+    deep in a batched matmul (or broadcast it), after the rollout's seeds were spent."""
+    for name, value in params.items():
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"params[{name!r}] is a {type(value).__name__}, not a torch.Tensor: give it as the "
+                            f"policy's own is, a tensor of shape {_describe(known[name])}")
+    wrong = [name for name, value in params.items()
+             if value.shape != known[name].shape or value.dtype != known[name].dtype]
+    if wrong:
+        raise ValueError(
+            f"params do not fit the policy {type(policy).__name__}: "
+            + "; ".join(f"{name} is {_describe(params[name])}, expected {_describe(known[name])}" for name in wrong)
+            + f" (its parameters: {', '.join(f'{n} {_describe(p)}' for n, p in known.items())})")

@@ -28,6 +28,7 @@ from .exclusive import OneCallAtATime
 from .inspection import SamplerInspection
 from .rollout.request import ActionMode, ParamsArg, RolloutRequest, TaskParams, check_tasks_picklable
 from .rollout.trial import Trial, refuse_recurrent, trial_request
+from .settings.arguments import check_gamma, check_state
 from .settings.execution import RayOptions, local_layout, resolve_settings
 from .settings.workload import describe_workload, resolve_env_fn
 from .conditioning import check_conditioning_size, checked_conditioning
@@ -181,6 +182,7 @@ class MultiTaskSampler(SamplerInspection):
             the parameters that sampled them as ``behaviour_params``.
         """
         refuse_recurrent(self.policy, "rollout")
+        check_gamma(gamma)
         tasks = list(tasks)
         if not tasks and not self.closed:
             raise ValueError("rollout() needs at least one task")
@@ -213,6 +215,7 @@ class MultiTaskSampler(SamplerInspection):
             trial's first input (same weights, no memory of the earlier attempts): an evaluation's ablation.
         :returns: one :class:`~maml_rl.data.trials.TrialBatch` per task (no advantages).
         """
+        check_gamma(gamma)
         tasks = list(tasks)
         trial = trial_request(self.policy, self.workload.spec, tasks, params, episodes_per_trial, inputs,
                               reward_scale, chunk, start, self.batch_size, self._checked_inputs,
@@ -278,9 +281,11 @@ class MultiTaskSampler(SamplerInspection):
         """Continue from ``state_dict()``: later tasks and episodes are those
         the original sampler would have produced."""
         self._in_use.check_process("load_state_dict")
+        check_state(state)
+        # First what numpy may still refuse: a refused state leaves the sampler as it was.
+        self.env.unwrapped.np_random.bit_generator.state = state["task_rng"]
         self.seed = int(state["seed"])
         self._num_rollouts = int(state["num_rollouts"])
-        self.env.unwrapped.np_random.bit_generator.state = state["task_rng"]
 
     def close(self) -> None:
         """End the worker processes and release the shared memory; idempotent. In a child

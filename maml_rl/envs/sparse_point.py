@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
-from maml_rl.envs.meta_env import MetaEnv, validate_normalization_scale
+from maml_rl.envs.point_mass import PointMassEnv
 
 __all__ = ["SparsePointEnv"]
 
 
-class SparsePointEnv(MetaEnv, gym.Env):
+class SparsePointEnv(PointMassEnv):
     """Point robot with a sparse goal reward (oyster's ``sparse-point-robot``; VariBAD's and HyperX's
     ``SparsePointEnv``).
 
@@ -37,61 +35,28 @@ class SparsePointEnv(MetaEnv, gym.Env):
       as VariBAD's and HyperX's ``max_rollouts_per_task``.
     """
 
-    metadata = {"render_modes": []}
     info_keys = ("success",)
-    max_action = 0.1
+    default_goal = (1.0, 0.0)
 
     def __init__(
         self,
         task: Mapping[str, Any] | None = None,
         goal_radius: float = 0.2,
-        normalization_scale: float = max_action,
+        normalization_scale: float = PointMassEnv.max_action,
     ):
         goal_radius = float(goal_radius)
         if not (np.isfinite(goal_radius) and goal_radius > 0):
             raise ValueError(f"goal_radius must be a positive number, got {goal_radius}.")
-        scale = validate_normalization_scale(normalization_scale)
         self.goal_radius = goal_radius
-        self.normalization_scale = scale
-        self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(2,), dtype=np.float32)
-        self.action_space = spaces.Box(low=-scale, high=scale, shape=(2,), dtype=np.float32)
-        self._position = np.zeros(2, dtype=np.float32)
-        self._goal = np.zeros(2, dtype=np.float64)
-        if task is None:
-            task = {"goal": np.array([1.0, 0.0])}
-        self.reset_task(task)
-
-    # Task protocol
-    def task_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"goal": (2,)}
+        super().__init__(task, normalization_scale)
 
     def sample_tasks(self, num_tasks: int) -> list[dict[str, Any]]:
         num_tasks = self._check_num_tasks(num_tasks)
         angles = self.np_random.uniform(0.0, np.pi, size=num_tasks)
         return [{"goal": np.array([np.cos(a), np.sin(a)])} for a in angles]
 
-    def reset_task(self, task: Mapping[str, Any]) -> None:
-        self._goal = self.validate_task(task)["goal"]
-
-    def get_task(self) -> dict[str, Any]:
-        return {"goal": self._goal.copy()}
-
-    # Environment
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self._position = np.zeros(2, dtype=np.float32)
-        return self._position.copy(), {}
-
     def step(self, action):
-        action = np.asarray(action, dtype=np.float32)
-        if action.shape != (2,):
-            raise ValueError(f"Expected an action of shape (2,), got {action.shape}.")
-        scale = self.normalization_scale
-        action = np.minimum(np.maximum(action, -scale), scale)
-        if scale != self.max_action:
-            action = action * np.float32(self.max_action / scale)
-        self._position = self._position + action
-        dx, dy = self._position.astype(np.float64) - self._goal
+        dx, dy = self.move(action)
         distance = float(np.sqrt(dx * dx + dy * dy))
         inside = distance <= self.goal_radius
         reward = 1.0 - distance if inside else 0.0

@@ -145,10 +145,19 @@ class TransformerPolicy(nn.Module):
         return KVCache(cache.keys, cache.values, torch.where(mask, new.positions, old.positions))
 
     def state_rows(self, state: KVCache, rows: slice, copy: bool) -> KVCache:
+        """Views of the cache's rows, even with ``copy``: a row spans a multiple of 16 columns of 4-byte
+        floats, so every row starts 64-byte aligned, as in fresh memory, and a step's products give the
+        same bits; copying the whole cache for every task at every step would cost more than the step."""
         take = (lambda a: a[rows].clone()) if copy else (lambda a: a[rows])
-        return KVCache(tuple(map(take, state.keys)), tuple(map(take, state.values)), take(state.positions))
+        return KVCache(tuple(a[rows] for a in state.keys), tuple(a[rows] for a in state.values),
+                       take(state.positions))
 
     def cat_states(self, states: Sequence[KVCache]) -> KVCache:
+        positions = torch.cat([s.positions for s in states])
+        adjacent = _adjacent([s.keys for s in states]), _adjacent([s.values for s in states])
+        if all(part is not None for part in adjacent):
+            # Consecutive rows of one cache (state_rows's views, stepped in place): that cache, not a copy.
+            return KVCache(*adjacent, positions)
         capacity = max(s.capacity for s in states)
         grown = [_grow(s, capacity) for s in states]
         return KVCache(tuple(torch.cat(parts) for parts in zip(*(s.keys for s in grown))),
@@ -225,13 +234,35 @@ def causal_mask(length: int, window: Optional[int], device=None) -> torch.Tensor
 def _groups(positions: torch.Tensor, window: Optional[int]) -> List[tuple]:
     """``(rows, lo, hi)`` for each distinct position: the cache columns its rows attend to; ``rows`` is
     ``None`` when every row is at one position (one product for all)."""
-    distinct = torch.unique(positions).tolist()
+    if len(positions) and bool(positions[0] == positions[-1]) and bool((positions == positions[0]).all()):
+        distinct = [int(positions[0])]  # lockstep: torch.unique's sort is a tenth of a small step
+    else:
+        distinct = torch.unique(positions).tolist()
     out = []
     for p in distinct:
         lo = 0 if window is None else max(0, p + 1 - window)
         index = None if len(distinct) == 1 else torch.nonzero(positions == p).squeeze(1)
         out.append((index, lo, p + 1))
     return out
+
+
+def _adjacent(parts: Sequence[Tuple[torch.Tensor, ...]]) -> Optional[Tuple[torch.Tensor, ...]]:
+    """Each layer's tensors of ``parts`` as one tensor without copying, when they are consecutive row blocks
+    of one contiguous tensor (same storage, shapes and strides, each starting where the previous ends);
+    otherwise ``None``."""
+    out = []
+    for layer in zip(*parts):
+        first = layer[0]
+        if not first.is_contiguous():
+            return None
+        end = first.data_ptr()
+        for a in layer:
+            if (a.data_ptr() != end or a.shape[1:] != first.shape[1:] or a.stride() != first.stride()
+                    or a.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()):
+                return None
+            end += a.shape[0] * a.stride(0) * a.element_size()
+        out.append(first.as_strided((sum(a.shape[0] for a in layer), *first.shape[1:]), first.stride()))
+    return tuple(out)
 
 
 def _grow(state: KVCache, capacity: int) -> KVCache:

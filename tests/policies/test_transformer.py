@@ -205,3 +205,55 @@ def test_the_memory_check_counts_the_key_value_cache_the_policy_declares(monkeyp
                 s.rollout_trials(s.sample_tasks(4), 10)
     # Twice (the check's margin for a copy) keys + values x 3 layers x 2 (doubling) x rows x d_model floats.
     assert asked[1] - asked[0] == 2 * (2 * 3 * 2 * S * rows * (64 - 8) * 4)
+
+
+class _CopyingTransformer(TransformerPolicy):
+    """The same policy with each task's cache rows copied into fresh memory and joined with ``torch.cat``
+    (the generic state handling's way)."""
+
+    def state_rows(self, state, rows, copy):
+        take = (lambda a: a[rows].clone()) if copy else (lambda a: a[rows])
+        return type(state)(tuple(map(take, state.keys)), tuple(map(take, state.values)), take(state.positions))
+
+    def cat_states(self, states):
+        capacity = max(s.capacity for s in states)
+
+        def join(parts):
+            return torch.cat([torch.nn.functional.pad(a, (0, 0, 0, capacity - a.shape[2])) for a in parts])
+
+        return type(states[0])(tuple(map(join, zip(*(s.keys for s in states)))),
+                               tuple(map(join, zip(*(s.values for s in states)))),
+                               torch.cat([s.positions for s in states]))
+
+
+@pytest.mark.parametrize("d_model, heads", [(8, 2), (6, 3)])
+def test_tasks_stepped_on_views_of_one_cache_give_the_bits_of_copied_rows(d_model, heads):
+    """The sampler steps each task on its rows of the cache in place (no copy per task and step): the same
+    bits as copies in fresh memory, over three tasks and a trial long enough for the cache to grow twice."""
+    runs = []
+    for cls in (TransformerPolicy, _CopyingTransformer):
+        torch.manual_seed(0)
+        policy = cls(rl2_input_size(2, 2), 2, d_model=d_model, num_layers=2, num_heads=heads)
+        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 12}, 3, policy, seed=4) as sampler:
+            runs.append(sampler.rollout_trials(sampler.sample_tasks(3), 3))
+    for a, b in zip(*runs):
+        assert a.log_probs.shape[0] > 32
+        for name in ("observations", "actions", "log_probs"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_a_tasks_rows_of_the_cache_are_views_and_join_without_a_copy():
+    policy = _transformer()
+    state = policy.initial_state(6)
+    with torch.no_grad():
+        _, state = policy.step(torch.zeros(6, policy.input_size), state)
+    parts = [policy.state_rows(state, slice(k, k + 2), copy=bool(k)) for k in (0, 2, 4)]
+    joined = policy.cat_states(parts)
+    for a, b in zip(joined.keys + joined.values, state.keys + state.values):
+        assert a.data_ptr() == b.data_ptr() and a.shape == b.shape
+    assert torch.equal(joined.positions, state.positions)
+    # Parts out of order, or of different caches, are joined by a copy.
+    swapped = policy.cat_states([parts[1], parts[0], parts[2]])
+    assert swapped.keys[0].data_ptr() != state.keys[0].data_ptr()
+    assert torch.equal(swapped.keys[0][:2], state.keys[0][2:4])
+    assert torch.equal(swapped.positions, state.positions[[2, 3, 0, 1, 4, 5]])

@@ -122,7 +122,8 @@ class RecurrentActionFunction(ActionFunction):
         state = self.state
         if self.reset_each_episode:
             # A slot whose previous step ended an episode starts afresh: the initial state, a trial's first input.
-            ended = dones != 0
+            # Only a stepping slot: a waiting one's flags (partial mode) may still be its worker's to write.
+            ended = (dones != 0) & stepping
             if ended.any():
                 state = self.state = select_state(self.policy, torch.from_numpy(ended).to(self.device),
                                                   self._initial_state(S), state)

@@ -237,15 +237,16 @@ def test_an_unfinished_run_is_said_to_be(tmp_path, capsys, monkeypatch, small_co
 
 
 def test_a_learners_evaluation_options_are_its_own(run_folder, tmp_path):
-    """test.py's --num-steps is the gradient-based learners' option, --evaluation-episodes RL²'s: each is checked
-    by its declaration, and one of another algorithm's is refused rather than ignored."""
+    """test.py's --num-steps is the gradient-based learners' option, --evaluation-episodes the trial learners': each
+    is checked by its declaration, and one of another algorithm's is refused rather than ignored."""
     output = str(tmp_path / "results.npz")
-    with pytest.raises(ConfigError, match="--evaluation-episodes is an evaluation option of rl2-ppo, not of this "
-                                          "config's algorithm maml-trpo"):
+    with pytest.raises(ConfigError, match="--evaluation-episodes is an evaluation option of rl2-ppo and "
+                                          "transformer-ppo, not of this config's algorithm maml-trpo"):
         run_eval(run_folder, "--evaluation-episodes", "2", "--output", output)
     with pytest.raises(ConfigError, match="--num-steps must be an integer >= 1, got 0"):
         run_eval(run_folder, "--num-steps", "0", "--output", output)
     assert not (tmp_path / "results.npz").exists()
     evaluate_module = evaluate
-    assert set(evaluate_module.evaluation_options()) == {"num-steps", "evaluation-episodes"}
+    assert set(evaluate_module.evaluation_options()) == {"num-steps", "evaluation-episodes",
+                                                         "reset-context-each-attempt"}
     assert evaluate_module.evaluation_options()["num-steps"][1] == ["maml-trpo", "promp"]

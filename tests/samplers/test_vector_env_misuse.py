@@ -169,7 +169,9 @@ def test_np_random_seed_is_each_envs_as_in_sync_vector_env(num_workers):
 
 
 def test_async_vector_env_refuses_pickling_with_a_type_error_too():
-    theirs = AsyncVectorEnv(BOX_FNS[:2], context="fork")
+    # Spawned, not forked: a child forked from a test runner's thread-holding worker (pytest-xdist's) hung in
+    # gymnasium's first command, unpickling the spaces.
+    theirs = AsyncVectorEnv(BOX_FNS[:2], context="spawn")
     try:
         with pytest.raises(TypeError):
             pickle.dumps(theirs)

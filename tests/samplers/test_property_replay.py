@@ -295,9 +295,12 @@ def across_layouts(profile):
     return test
 
 
-# The quick tier draws the first 10 of the derandomized sequence; the full tier all 150.
+# The quick tier draws the first 10 of the derandomized sequence; the full tier all 150. The full tier's cases
+# start hundreds of samplers in one test: beside another xdist worker's tests that takes more than the default
+# 300 s limit (pytest-timeout), which is for one sampler that hangs, not for a sequence of them.
+LONG = pytest.mark.timeout(1800)
 test_episodes_replay_and_match_across_layouts = across_layouts(settings(SMALL, max_examples=10))
-test_episodes_replay_and_match_across_layouts_150 = pytest.mark.slow(across_layouts(SMALL))
+test_episodes_replay_and_match_across_layouts_150 = LONG(pytest.mark.slow(across_layouts(SMALL)))
 
 
 # Two fixed cases under forkserver, whatever hypothesis draws: a shifted Discrete start with a 2-D
@@ -321,6 +324,7 @@ def test_forkserver_layouts(case):
 # Every start method, fork drawn most (a forkserver or spawn sampler costs ~10x a fork one and the shapes
 # do not depend on the method; the methods' own cases are test_sampler_processes.py's).
 @pytest.mark.slow
+@LONG
 @LARGE
 @given(cases_and_methods(["fork"] * 4 + ["forkserver", "spawn"], max_tasks=6, max_batch=6, max_horizon=20))
 def test_episodes_replay_and_match_across_layouts_large(case_and_method):

@@ -28,8 +28,8 @@ def python_blocks(relative_path: str):
     return [block for block in blocks if 'if __name__ == "__main__":' in block]
 
 
-# The README's examples in the quick tier; the docs' (docs/vector.md's PPO loop trains for a few seconds) in the full.
-SLOW_EXAMPLES = ("docs/sampler.md", "docs/vector.md")
+# docs/vector.md's PPO loop trains for a few seconds more than the others run.
+SLOW_EXAMPLES = ("docs/vector.md",)
 EXAMPLES = [pytest.param(path, i, code, id=f"{path}-{i}", marks=[pytest.mark.slow] if path in SLOW_EXAMPLES else [])
             for path in ("README.md", "docs/sampler.md", "docs/vector.md") for i, code in enumerate(python_blocks(path))]
 

@@ -71,7 +71,6 @@ def test_pearl_reports_its_collection_and_gradient_steps(tmp_path, recorded, cap
         f"--policy {folder}/policy.th --output {folder}/results.npz")
 
 
-@pytest.mark.slow
 def test_rl2_and_maml_report_their_phases(tmp_path, recorded, small_config, small_rl2_config):
     run(small_rl2_config(tmp_path), tmp_path / "rl2", "--seed", "1")
     # ppo-epochs 2 of ppo-minibatches 2, in each of 2 iterations.

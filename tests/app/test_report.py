@@ -36,7 +36,6 @@ def fake_run(score, algorithm="a", seed=0, before=0.0, steps=100, curve=None, su
                np.linspace(steps / len(curve), steps, len(curve)), curve, evaluation=evaluation)
 
 
-@pytest.mark.slow
 def test_iqm_and_interval_by_hand():
     # IQM of 1..8: the middle half, 3 4 5 6, averages 4.5 (the mean is also 4.5; take a skewed set too).
     (summary,) = summarise([fake_run(s, seed=s) for s in range(1, 9)], reps=2000)

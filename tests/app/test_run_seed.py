@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from maml_rl.metalearners import DEFAULT_ALGORITHM, METALEARNERS
+from maml_rl.metalearners import METALEARNERS
 
 from helpers import ROOT
 from helpers.scripts import train
@@ -56,9 +56,7 @@ def seeding_calls(monkeypatch, config, output, seed):
     return calls
 
 
-# The default algorithm in the quick tier, every algorithm in the full tier.
-@pytest.mark.parametrize("algorithm", [pytest.param(name, marks=() if name == DEFAULT_ALGORITHM else pytest.mark.slow)
-                                       for name in sorted(METALEARNERS)])
+@pytest.mark.parametrize("algorithm", sorted(METALEARNERS))
 def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algorithm, small_config):
     if algorithm in ALGORITHMS:
         changes = dict(ALGORITHMS[algorithm], **{"num-batches": 2})
@@ -81,7 +79,6 @@ def test_every_draw_of_a_run_derives_from_its_seed(tmp_path, monkeypatch, algori
     assert not same, f"{len(same)} of {len(first)} seeding calls do not depend on the run seed: {same[:5]}"
 
 
-@pytest.mark.slow
 def test_the_check_catches_a_constant_seed(tmp_path, monkeypatch, small_config):
     """The old minibatch order (the update count alone) fails the check above."""
     from maml_rl.metalearners.rl2 import learner as rl2_ppo

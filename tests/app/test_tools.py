@@ -11,7 +11,6 @@ from helpers.runs import read_metrics
 from helpers.scripts import load_tool, train
 
 
-@pytest.mark.slow
 def test_outer_steps_trace_replays_the_runs_next_iteration(tmp_path, capsys, small_config):
     config = small_config(tmp_path, **{"algorithm": "promp", "num-batches": 3, "outer-steps": 3})
     for name, batches in (("whole", "3"), ("two", "2")):
@@ -32,7 +31,6 @@ def test_outer_steps_trace_replays_the_runs_next_iteration(tmp_path, capsys, sma
     assert lines[4].startswith("3 Adam step(s), outer-kl-limit 1e-12") and lines[4].endswith("outer_steps 0")
 
 
-@pytest.mark.slow
 def test_step_audit_measures_updates_on_a_fixed_evaluation_set(tmp_path, capsys, small_config):
     config = small_config(tmp_path, **{"num-batches": 1})
     train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0",
@@ -53,7 +51,6 @@ def test_step_audit_measures_updates_on_a_fixed_evaluation_set(tmp_path, capsys,
     assert sum("at the checkpoint" in line for line in first) == 1
 
 
-@pytest.mark.slow
 def test_step_audit_set_changes_the_meta_update_only(tmp_path, capsys, small_config):
     config = small_config(tmp_path, **{"num-batches": 1})
     train.main(["--config", str(config), "--output-folder", str(tmp_path / "run"), "--num-workers", "0",

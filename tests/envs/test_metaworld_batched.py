@@ -161,11 +161,10 @@ def check_class(name, n):
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", by_class(sorted(set(REPRESENTATIVES) - ML10)))
-def test_other_reward_modules_step_as_metaworlds_own(name):
-    """The quick tier's check of the reward modules ML10 does not use: their representatives, one env, 130 steps,
-    reset in the middle (the full tier runs every class to its truncation, and the layouts of 2 and 20 envs on
-    the representatives)."""
+@pytest.mark.parametrize("name", by_class(sorted(OTHERS)))
+def test_every_other_class_steps_as_metaworlds_own(name):
+    """The quick tier's check of ML45's further classes: one env, 130 steps, reset in the middle (the full tier
+    runs each to its truncation, and the layouts of 2 and 20 envs on the representatives)."""
     run(name, 1, 130, resets=[(37, 0)])
 
 

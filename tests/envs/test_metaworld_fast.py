@@ -404,8 +404,7 @@ def assert_same_episodes(got, want):
     assert torch.equal(got.infos["success"], want.infos["success"])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
 def test_sampler_episodes_are_the_same_on_both_paths(num_workers):
     """ML10 through the sampler (slots switch classes), fast and plain: the same episodes, bit for bit."""
     fast, plain = rollouts_on_both_paths("MetaWorld-ML10-v3", 60, 2, 6, 1, 3, num_workers)

@@ -28,7 +28,7 @@ from maml_rl.envs.metaworld import WELD_SHIM, MetaWorldEnv, benchmark_tasks
 from maml_rl.envs.registration import METAWORLD_IDS, METAWORLD_TASK_NAMES
 from maml_rl.samplers import MultiTaskSampler, WorkerError
 
-from helpers.metaworld_classes import by_class
+from helpers.metaworld_classes import by_class, first_goals
 from helpers.naive_sampler import ElementwisePolicy, reference_rollout
 from helpers.scripts import evaluate, train
 
@@ -85,6 +85,25 @@ def test_ml1_splits_are_metaworlds_train_and_test_goals(ml1_reach):
         assert ours(env.all_tasks()) == expected
         assert all(t["split"] == split for t in sampled)
         env.close()
+
+
+def test_the_tests_first_goals_are_ml1s_train_goals(ml1_reach):
+    """The comparison tests take their goals from helpers.metaworld_classes.first_goals, which must be Meta-World's
+    own ML1 train goals, in order, and leave NumPy's global random state as it found it."""
+    before = np.random.get_state()[1].copy()
+    expected = [pickle.loads(task.data)["rand_vec"] for task in ml1_reach.train_tasks]
+    got = first_goals("reach-v3", 50)
+    assert np.array_equal(np.random.get_state()[1], before)
+    assert len(got) == 50 and all(g.tobytes() == np.asarray(e, np.float64).tobytes() for g, e in zip(got, expected))
+    assert [g.tobytes() for g in first_goals("reach-v3", 3)] == [g.tobytes() for g in got[:3]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, seed", [("pick-place-v3", 0), ("door-open-v3", 0), ("push-v3", 7)])
+def test_the_tests_first_goals_are_ml1s_for_other_classes_and_seeds(name, seed):
+    bench = metaworld.ML1(name, seed=seed)
+    expected = [np.asarray(pickle.loads(task.data)["rand_vec"], np.float64) for task in bench.train_tasks[:10]]
+    assert [g.tobytes() for g in first_goals(name, 10, seed)] == [e.tobytes() for e in expected]
 
 
 @pytest.mark.slow

@@ -36,14 +36,14 @@ from scipy.spatial.transform import Rotation
 
 from maml_rl.envs import make_env
 from maml_rl.envs import metaworld as ours
-from maml_rl.envs.metaworld import MetaWorldEnv, _metaworld_task, benchmark_tasks
+from maml_rl.envs.metaworld import MetaWorldEnv, _metaworld_task
 from maml_rl.envs.metaworld_fast import base, classes, fast_class
 from maml_rl.envs.metaworld_fast.numpy_norm import norm
 from maml_rl.envs.metaworld_fast.reward_utils import tolerance
 from maml_rl.envs.metaworld_fast.rotation import EXACT, FastRotation, quat_from_matrix
 from maml_rl.samplers import MultiTaskSampler
 
-from helpers.metaworld_classes import by_class
+from helpers.metaworld_classes import by_class, first_goals
 from helpers.naive_sampler import ElementwisePolicy
 
 # A few cases run in the quick tier (ML1's reach, push and pick-place classes, one sampler comparison); the rest
@@ -87,7 +87,7 @@ def compare_episodes(name, version, lengths, truncation=True):
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
     fast_cls = fast_class(cls)
     assert fast_cls is not None and issubclass(fast_cls, cls) and fast_cls.__name__ == cls.__name__
-    goals = [g for _, g in benchmark_tasks("ML1", name, 0)["train"][:2]]
+    goals = first_goals(name, 2)
     theirs, mine = cls(reward_function_version=version), fast_cls(reward_function_version=version)
     assert mine.task_name == theirs.task_name
     policy = ENV_POLICY_MAP[name]()
@@ -153,7 +153,7 @@ def test_a_new_env_gets_a_fresh_model_whatever_earlier_envs_did_to_theirs():
     name = "push-v3"
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
     first = fast_class(cls)()
-    first.set_task(_metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][5][1]))
+    first.set_task(_metaworld_task(name, first_goals(name, 6)[5]))
     first.reset()
     second, own = fast_class(cls)(), cls()
     assert saved(first.model) != saved(own.model)  # the reset did write into the first env's model
@@ -166,7 +166,7 @@ def test_the_scripted_episodes_reach_the_contact_and_success_branches():
     """The class test is not vacuous: on a pick-and-place class the fast path sees grasps and successes."""
     name = "pick-place-v3"
     env = fast_class(metaworld.env_dict.ALL_V3_ENVIRONMENTS[name])()
-    env.set_task(_metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][1][1]))
+    env.set_task(_metaworld_task(name, first_goals(name, 2)[1]))
     policy = ENV_POLICY_MAP[name]()
     observation, _ = env.reset()
     grasps = successes = 0
@@ -191,7 +191,7 @@ def test_contacts_and_the_grasp_reward_equal_metaworlds_on_the_same_states():
     one_pad_only = 0
     for name in ("pick-place-v3", "push-v3"):
         env = fast_class(metaworld.env_dict.ALL_V3_ENVIRONMENTS[name])()
-        env.set_task(_metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][2][1]))
+        env.set_task(_metaworld_task(name, first_goals(name, 3)[2]))
         policy = ENV_POLICY_MAP[name]()
         observation, _ = env.reset()
         pads = [env.data.geom(g).id for g in ("leftpad_geom", "rightpad_geom")]
@@ -226,7 +226,7 @@ def test_metaworld_itself_is_left_unmodified():
     and a plain Meta-World env here steps like one in a process that never imported maml_rl."""
     name = "push-v3"
     fast = fast_class(metaworld.env_dict.ALL_V3_ENVIRONMENTS[name])()
-    fast.set_task(_metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][0][1]))
+    fast.set_task(_metaworld_task(name, first_goals(name, 1)[0]))
     fast.reset()
     module = sys.modules[metaworld.env_dict.ALL_V3_ENVIRONMENTS[name].__module__]
     assert module.reward_utils is metaworld_reward_utils and module.Rotation is Rotation and module.np is np
@@ -258,7 +258,7 @@ def test_metaworld_itself_is_left_unmodified():
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     expected = pickle.loads(result.stdout)
     here = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]()
-    here.set_task(_metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][0][1]))
+    here.set_task(_metaworld_task(name, first_goals(name, 1)[0]))
     got = [here.reset()[0]]
     for a in np.random.default_rng(3).uniform(-1, 1, (150, 4)).astype(np.float32):
         o, r, _, _, info = here.step(a)
@@ -348,7 +348,7 @@ def test_fast_envs_pickle_as_metaworlds_do():
     pickle, and its copy steps as the copy of Meta-World's own env does."""
     name = "pick-place-v3"
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
-    task = _metaworld_task(name, benchmark_tasks("ML1", name, 0)["train"][0][1])
+    task = _metaworld_task(name, first_goals(name, 1)[0])
     copies = []
     for make in (cls, fast_class(cls)):
         env = make()

@@ -20,11 +20,11 @@ else:
 import metaworld.env_dict
 import mujoco
 
-from maml_rl.envs.metaworld import _metaworld_task, benchmark_tasks
+from maml_rl.envs.metaworld import _metaworld_task
 from maml_rl.envs.metaworld_fast import fast_class
 from maml_rl.envs.metaworld_fast.reset_cache import REPLAYS, cached_reset, forget_reset
 
-from helpers.metaworld_classes import by_class
+from helpers.metaworld_classes import by_class, first_goals
 
 pytestmark = pytest.mark.metaworld
 replays = pytest.mark.skipif(not REPLAYS, reason=f"MuJoCo {mujoco.__version__}: resets are not replayed before 4.0")
@@ -36,7 +36,7 @@ def test_before_mujoco_4_every_reset_is_real():
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS["push-v3"]
     assert fast_class(cls).reset is not cached_reset
     env = fast_class(cls)()
-    env.set_task(_metaworld_task("push-v3", benchmark_tasks("ML1", "push-v3", 0)["train"][0][1]))
+    env.set_task(_metaworld_task("push-v3", first_goals("push-v3", 1)[0]))
     env.reset()
     env.reset()
     assert "_fast_reset_snapshot" not in env.__dict__
@@ -65,7 +65,7 @@ class Pair:
         cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
         self.name = name
         self.theirs, self.mine = cls(), fast_class(cls)()
-        self.goals = [g for _, g in benchmark_tasks("ML1", name, 0)["train"][:2]]
+        self.goals = first_goals(name, 2)
         self.rng = np.random.default_rng(len(name))
         self.replays = 0
 
@@ -209,7 +209,7 @@ def test_a_reset_that_draws_a_random_number_is_not_replayed(source):
             return observation
 
     env = fast_class(Drawing)()
-    env.set_task(_metaworld_task("reach-v3", benchmark_tasks("ML1", "reach-v3", 0)["train"][0][1]))
+    env.set_task(_metaworld_task("reach-v3", first_goals("reach-v3", 1)[0]))
     env.seed(0)
     drawn = []
     for _ in range(3):

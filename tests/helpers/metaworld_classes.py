@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 
 import metaworld.env_dict
+import numpy as np
 import pytest
 
 from maml_rl.envs.metaworld_fast.batched import SPECS
@@ -54,3 +55,31 @@ def by_class(names, slow=lambda name: False) -> list:
     return [pytest.param(name, id=name, marks=[pytest.mark.xdist_group(f"metaworld-{name}"),
                                                *([pytest.mark.slow] if slow(name) else [])])
             for name in names]
+
+
+@functools.lru_cache(maxsize=None)
+def first_goals(name: str, k: int, seed: int = 0) -> tuple:
+    """The first ``k`` train goals (``rand_vec``) of ``metaworld.ML1(name, seed)``, by Meta-World's own procedure
+    (``metaworld._make_tasks``: the global NumPy seed, one env, a reset per goal) cut short after ``k`` resets.
+
+    The tests that compare our envs with Meta-World's own need a few goals of a class, not the 100 resets of both
+    of ML1's splits (1.4-2.5 s a class); ``test_metaworld.py`` holds this equal to ML1's lists."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        env = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]()
+        env._freeze_rand_vec = False
+        env._set_task_called = True
+        kwargs = dict(metaworld.env_dict.ML1_ARGS_KWARGS[name]["kwargs"])
+        del kwargs["task_id"]
+        env._set_task_inner(**kwargs)
+        goals = []
+        for _ in range(k):
+            env.reset()
+            goal = np.array(env._last_rand_vec, dtype=np.float64)
+            goal.setflags(write=False)  # kept for the process's other tests
+            goals.append(goal)
+        env.close()
+        return tuple(goals)
+    finally:
+        np.random.set_state(state)

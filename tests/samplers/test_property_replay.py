@@ -251,6 +251,12 @@ def check_case(case: Case, layouts: Sequence[Tuple[int, Optional[str], bool, int
 
 # -- the tests -------------------------------------------------------------------------------------------------
 
+# The start method drawn with each case: fork mostly. A fork worker starts in ~0.03 s; a forkserver or spawn one
+# imports torch and the package (~2-3 CPU-s on 2 cores), which was most of these tests' time, and the shapes
+# checked do not depend on the method (the methods' own cases are test_sampler_processes.py's and
+# test_forkserver_layouts below). One draw in eight is forkserver or spawn: about 19 of the 150 and 31 of the 250.
+METHODS = ["fork"] * 14 + ["forkserver", "spawn"]
+
 SMALL = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 LARGE = settings(max_examples=250, deadline=None, database=None,
@@ -282,10 +288,9 @@ ALIGNMENT_CASES = [
 
 
 def across_layouts(profile):
-    """The small cases under ``profile``: mostly fork (workers start in ~0.03 s; forkserver and spawn take
-    ~0.3 s a sampler on 2 cores), and the alignment cases whatever hypothesis draws."""
+    """The small cases under ``profile``: mostly fork, and the alignment cases whatever hypothesis draws."""
     @profile
-    @given(cases_and_methods(["fork"] * 5 + ["forkserver", "spawn"], max_tasks=5, max_batch=5, max_horizon=8))
+    @given(cases_and_methods(METHODS, max_tasks=5, max_batch=5, max_horizon=8))
     @example((ALIGNMENT_CASES[0], "fork"))
     @example((ALIGNMENT_CASES[1], "fork"))
     def test(case_and_method):
@@ -321,12 +326,11 @@ def test_forkserver_layouts(case):
     check_case(case, layouts("forkserver"))
 
 
-# Every start method, fork drawn most (a forkserver or spawn sampler costs ~10x a fork one and the shapes
-# do not depend on the method; the methods' own cases are test_sampler_processes.py's).
+# Every start method, fork drawn most (see METHODS).
 @pytest.mark.slow
 @LONG
 @LARGE
-@given(cases_and_methods(["fork"] * 4 + ["forkserver", "spawn"], max_tasks=6, max_batch=6, max_horizon=20))
+@given(cases_and_methods(METHODS, max_tasks=6, max_batch=6, max_horizon=20))
 def test_episodes_replay_and_match_across_layouts_large(case_and_method):
     case, method = case_and_method
     check_case(case, layouts(method))

@@ -27,12 +27,8 @@ from helpers.metaworld_classes import REPRESENTATIVES, by_class, first_goals
 pytestmark = [pytest.mark.metaworld,
               pytest.mark.skipif(mujoco_batch is None, reason="batched stepping needs mujoco.batch (MuJoCo >= 4)")]
 
-ML10 = {"reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-close-v3", "window-open-v3",
-        "door-open-v3", "basketball-v3", "peg-insert-side-v3", "sweep-v3",  # its train classes
-        "drawer-open-v3", "door-close-v3", "shelf-place-v3", "lever-pull-v3", "sweep-into-v3"}  # its test classes
 # Every Meta-World class is batched: ML10's, and ML45's (and MT50's) other 35.
 BATCHED = set(metaworld.env_dict.ALL_V3_ENVIRONMENTS)
-OTHERS = BATCHED - ML10
 # Classes whose gripping rows (float32 from the action) go to the env's own evaluate_state.
 GRASPING = {"push-v3", "pick-place-v3", "shelf-place-v3", "basketball-v3", "peg-insert-side-v3", "push-wall-v3",
             "handle-pull-v3", "handle-pull-side-v3", "pick-place-wall-v3", "coffee-push-v3", "coffee-pull-v3",
@@ -68,14 +64,14 @@ def run(name, n, steps, *, resets=(), noise=0.0, seed=0, info_keys=None):
     evaluate_state. ``resets``: (step, env) pairs, the env reset (both ways) before that step; envs whose
     episode ended (500 steps) are reset too. Actions: Meta-World's scripted policy, 100 random steps in 400.
     ``info_keys``: passed to the batch's step, whose infos must then be those keys of Meta-World's, in order."""
-    successes, evaluated, _ = run_variants(name, n, steps, (info_keys,), resets=resets, noise=noise, seed=seed)[0]
+    successes, evaluated, _, _ = run_variants(name, n, steps, (info_keys,), resets=resets, noise=noise, seed=seed)[0]
     return successes, evaluated
 
 
 def run_variants(name, n, steps, variants, *, resets=(), noise=0.0, seed=0):
     """:func:`run` for several batches at once, one per ``info_keys`` in ``variants``, each over its own fast envs
     and each checked against the same Meta-World envs, stepped once: per variant, the reference's successes, the
-    rows the batch handed to the envs' own evaluate_state and the rows whose contacts it read."""
+    rows the batch handed to the envs' own evaluate_state, the rows whose contacts it read and the truncations."""
     cls = metaworld.env_dict.ALL_V3_ENVIRONMENTS[name]
     goals = first_goals(name, 5)
     theirs = [cls() for _ in range(n)]
@@ -112,7 +108,7 @@ def run_variants(name, n, steps, variants, *, resets=(), noise=0.0, seed=0):
 
     for i in range(n):
         reset(i)
-    successes = 0
+    successes = truncations = 0
     for t in range(steps):
         for step, i in resets:
             if step == t:
@@ -147,8 +143,9 @@ def run_variants(name, n, steps, variants, *, resets=(), noise=0.0, seed=0):
             observations[i] = o
             successes += bool(info["success"])
             if tr:
+                truncations += 1
                 reset(i)
-    return [(successes, len(rows_evaluated), sum(rows_touched))
+    return [(successes, len(rows_evaluated), sum(rows_touched), truncations)
             for rows_evaluated, rows_touched in zip(evaluated, touched)]
 
 
@@ -167,10 +164,11 @@ def test_the_batched_classes_are_metaworlds_classes():
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", by_class(sorted(ML10)) + by_class(sorted(OTHERS), slow=lambda name: True))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", by_class(sorted(BATCHED)))
 def test_one_env_steps_as_metaworlds_own(name):
     """Every class to the 500-step truncation and on into the next episode, with a reset in the middle of an
-    episode (ML10's classes in the quick tier, the others in the full tier)."""
+    episode (the quick tier's check is test_every_class_steps_as_metaworlds_own_for_130_steps)."""
     check_class(name, 1)
 
 
@@ -186,17 +184,19 @@ def test_two_envs_step_as_metaworlds_own(name):
 
 
 def check_class(name, n):
-    successes, evaluated = run(name, n, 520, resets=[(37, n - 1)])
+    # The last env is reset at step 37 and reaches Meta-World's truncation at 536, the others at 499.
+    (successes, evaluated, _, truncations), = run_variants(name, n, 557, (None,), resets=[(37, n - 1)])
+    assert truncations == n
     assert successes > 0  # the scripted policy reaches goals (in-place and success branches)
     if name in GRASPING:
         assert evaluated > 0  # gripping rows went to the env's own evaluate_state
 
 
 @pytest.mark.mujoco_version
-@pytest.mark.parametrize("name", by_class(sorted(OTHERS)))
-def test_every_other_class_steps_as_metaworlds_own(name):
-    """The quick tier's check of ML45's further classes: one env, 130 steps, reset in the middle (the full tier
-    runs each to its truncation, and the layouts of 2 and 20 envs on the representatives)."""
+@pytest.mark.parametrize("name", by_class(sorted(BATCHED)))
+def test_every_class_steps_as_metaworlds_own_for_130_steps(name):
+    """The quick tier's check of every class: one env, 130 steps, reset in the middle (the full tier runs each to
+    its truncation, and the layouts of 2 and 20 envs on the representatives)."""
     run(name, 1, 130, resets=[(37, 0)])
 
 
@@ -223,9 +223,9 @@ def test_a_step_that_does_not_read_grasp_success_skips_its_contacts(name):
     actions and the same pass of Meta-World's envs, a batch asked for every key: the two-env layout of
     test_two_envs_step_as_metaworlds_own."""
     keys = ("success", "no-such-key", "near_object")
-    (successes, evaluated, touched), (_, all_evaluated, all_touched) = run_variants(
-        name, 2, 520, (keys, None), resets=[(37, 1)])
-    assert successes > 0 and touched == 0 and evaluated <= all_evaluated
+    (successes, evaluated, touched, truncations), (_, all_evaluated, all_touched, _) = run_variants(
+        name, 2, 557, (keys, None), resets=[(37, 1)])
+    assert successes > 0 and touched == 0 and evaluated <= all_evaluated and truncations == 2
     if name in GRASPING:
         assert all_evaluated > 0  # gripping rows went to the env's own evaluate_state
     if name.startswith("sweep"):

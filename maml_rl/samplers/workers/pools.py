@@ -23,7 +23,8 @@ from .buffers import BufferSpec, TrajectoryBuffers
 from .child_env import assign_slots
 from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, WorkerHandles, make_child_env, worker_main
 from .processes import (deferred_signals, describe_exit, main_module_hidden, main_module_reference,
-                        start_resource_tracker, warn_if_oversubscribed, worker_start_signals_blocked)
+                        preload_worker_modules, start_resource_tracker, warn_if_oversubscribed,
+                        worker_start_signals_blocked)
 from .protocol import EnvPool
 from .timeouts import ask_positions, step_timeout_error
 
@@ -214,6 +215,8 @@ class ChildEnvPool(EnvPool):
         if start_method != "fork":
             main_module = main_module_reference()
             start_resource_tracker()
+        if start_method == "forkserver":
+            preload_worker_modules()
         self.buffers = self.buffers_type.allocate(spec, num_slots, num_workers, ctx=ctx)
         self.views = self.buffers.views()
         self.ranges = assign_slots(num_slots, num_workers)

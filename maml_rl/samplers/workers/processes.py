@@ -14,6 +14,7 @@ env registered with gymnasium in the main script, say).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import multiprocessing.spawn
 import os
@@ -98,6 +99,23 @@ def main_module_hidden(hide: bool = True):
             yield
         finally:
             sys.modules["__main__"] = main
+
+
+#: What the forkserver preloads for the workers (see ``forkserver_preload``'s docstring).
+WORKER_MODULES = ("maml_rl.samplers.workers.forkserver_preload",)
+
+
+def preload_worker_modules() -> None:
+    """Have multiprocessing's forkserver import the workers' modules once, when it starts, so that each worker
+    it forks inherits them instead of importing them again (about 0.4 CPU-s a worker on a 2-core machine).
+
+    Added to the preload list already set (by the user's own ``set_forkserver_preload`` too), never removed from
+    it. A forkserver already running keeps what it loaded: this only speeds up workers, it changes nothing they
+    do."""
+    server = multiprocessing.forkserver._forkserver
+    current = list(getattr(server, "_preload_modules", None) or ["__main__"])
+    if not all(name in current for name in WORKER_MODULES):
+        multiprocessing.forkserver.set_forkserver_preload(current + [n for n in WORKER_MODULES if n not in current])
 
 
 def start_resource_tracker() -> None:

@@ -133,3 +133,34 @@ def test_a_run_whose_folder_is_deleted_says_so(tmp_path, small_config):
                                 "renamed or deleted while the run went on, so the run stopped without writing more "
                                 "(it was deleted, with the files this run had written)")
     assert not output.exists()
+
+
+def test_a_write_after_the_check_follows_the_locked_folder_not_its_path(tmp_path):
+    """The moment between RunLock.check and a write, made deterministic: the folder is renamed and another made in
+    its place after the check. The checkpoint, policy and config writes (atomic_write) and the metrics row
+    (MetricsLogger) land in the locked folder under its new name; the new folder gets nothing. Through the path,
+    CI once saw the checkpoint in the new folder. After the lock is released, writes go by path again."""
+    from maml_rl.app.runs.files import atomic_write, atomic_write_json
+    from maml_rl.app.runs.metrics import MetricsLogger
+
+    output, moved = tmp_path / "run", tmp_path / "moved"
+    output.mkdir()
+    with RunLock(output) as lock:
+        lock.acquire()
+        with MetricsLogger(output, start_iteration=0) as logger:
+            logger.log({"iteration": 0, "return": 1.0})
+            lock.check()
+            output.rename(moved)
+            output.mkdir()
+            (output / "mine.txt").write_text("another run's folder")
+            atomic_write(output / "checkpoint.pt", lambda f: f.write(b"checkpoint"))
+            atomic_write_json({"seed": 1}, output / "config.json")
+            logger.log({"iteration": 1, "return": 2.0})
+        with pytest.raises(run_lock.RunFolderLost):
+            lock.check()
+    assert sorted(path.name for path in output.iterdir()) == ["mine.txt"]
+    assert sorted(path.name for path in moved.iterdir()) == ["checkpoint.pt", "config.json", "metrics.jsonl"]
+    assert (moved / "checkpoint.pt").read_bytes() == b"checkpoint"
+    assert [row["iteration"] for row in read_metrics(moved)] == [0, 1]
+    atomic_write(output / "after.txt", lambda f: f.write(b"by path"))
+    assert (output / "after.txt").read_bytes() == b"by path"

@@ -15,6 +15,7 @@ import torch
 from maml_rl.app.config_files import ConfigError
 from maml_rl.samplers.workers.processes import deferred_signals
 from maml_rl.app.runs.checksum import DigestWriter, seal
+from maml_rl.app.runs.held_folders import open_in_folder, replace_in_folder, size_in_folder, unlink_in_folder
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -56,15 +57,16 @@ def atomic_write(path: Path, write) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     with deferred_signals() as received:
         try:
-            with open(tmp, "x+b") as f:
+            # Into a run's locked folder through its descriptor (held_folders): wherever that folder now is.
+            with os.fdopen(open_in_folder(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL), "w+b") as f:
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
+            replace_in_folder(tmp, path)
         except BaseException as exc:
-            written = tmp.stat().st_size if tmp.exists() else 0
+            written = size_in_folder(tmp)
             try:
-                os.unlink(tmp)
+                unlink_in_folder(tmp)
             except FileNotFoundError:
                 pass
             if _disk_full(exc, path.parent):

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from maml_rl.app.config_files import ConfigError
+from maml_rl.app.runs import held_folders
 
 __all__ = ["LOCK_FILE", "RunFolderBusy", "RunFolderLost", "RunLock", "writer_of"]
 
@@ -67,6 +68,7 @@ class RunLock:
                     ) from None
                 time.sleep(_PAUSE)
         self._fd = fd
+        held_folders.hold(self.folder, fd)
 
     def check(self) -> None:
         """Raise :class:`RunFolderLost` unless the folder's path still names the folder this lock holds.
@@ -92,6 +94,7 @@ class RunLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            held_folders.release(self.folder)
             os.close(self._fd)  # closing the last descriptor releases the lock
             self._fd = None
 

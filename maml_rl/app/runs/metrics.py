@@ -13,6 +13,7 @@ import torch
 
 from maml_rl.app.config_files import ConfigError
 from maml_rl.app.runs.files import METRICS_FILE, TENSORBOARD_DIR, atomic_write
+from maml_rl.app.runs.held_folders import open_in_folder
 
 __all__ = ["MetricsLogger", "keep_rows_before", "logged_rows"]
 
@@ -122,7 +123,7 @@ class MetricsLogger:
     def log(self, metrics: Mapping[str, Any]) -> dict:
         """Append one iteration's metrics (``metrics["iteration"]`` is the step); the row as written."""
         record = {key: _json_value(value) for key, value in metrics.items()}
-        with open(self.path, "a") as file:
+        with os.fdopen(open_in_folder(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a") as file:
             file.write(json.dumps(record) + "\n")
             file.flush()
             os.fsync(file.fileno())

@@ -177,3 +177,54 @@ def test_a_forked_child_of_a_vector_env_is_refused_and_leaves_its_workers_alone(
     finally:
         envs.close()
     assert wait_until_gone(pids) == []
+
+
+INHERITED_GARBAGE = """
+import gc, sys
+sys.path.insert(0, {tests!r})
+import mujoco, mujoco.batch
+from maml_rl.samplers import MultiTaskSampler, MultiTaskVectorEnv
+from maml_rl.policies import NormalMLPPolicy
+from helpers.sampler_envs import ProbeEnv
+from helpers.vector_envs import BoxEnv
+
+
+class Collecting(BoxEnv):
+    def step(self, action):
+        gc.collect()  # what the worker's collector may do at any allocation
+        return super().step(action)
+
+
+class CollectingProbe(ProbeEnv):
+    def step(self, action):
+        gc.collect()
+        return super().step(action)
+
+
+model = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><freejoint/><geom size='.1'/></body></worldbody></mujoco>")
+gc.disable()
+cycle = [mujoco.batch.Batch(model, 4, nthread=2)]
+cycle.append(cycle)  # garbage holding a MuJoCo thread pool, not yet collected when the workers fork
+del cycle
+gc.enable()
+env = MultiTaskVectorEnv([Collecting, Collecting], num_workers=2, start_method="fork", step_timeout=20)
+env.reset(seed=0)
+for _ in range(3):
+    env.step(env.action_space.sample())
+env.close()
+with MultiTaskSampler(None, None, 2, NormalMLPPolicy(3, 1), None, env_fn=CollectingProbe, seed=0, num_workers=2,
+                      start_method="fork", step_timeout=20) as sampler:
+    sampler.rollout([{{"value": 0.0, "length": 3}}] * 2)
+print("stepped")
+"""
+
+
+def test_a_forked_worker_does_not_collect_the_garbage_it_inherited(tmp_path):
+    """A fork worker collecting its parent's uncollected garbage ran the destructor of a MuJoCo thread pool in
+    it: ``pthread_cond_destroy`` waited for pool threads that exist only in the parent, and the worker hung in the
+    middle of a step (seen in CI: a vector env's step after an earlier test's ``mujoco.batch`` in the same
+    process). The workers fork with the collector's objects frozen."""
+    script = tmp_path / "inherited_garbage.py"
+    script.write_text(INHERITED_GARBAGE.format(tests=str(TESTS)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "stepped", done.stderr[-3000:]

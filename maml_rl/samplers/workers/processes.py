@@ -14,6 +14,7 @@ env registered with gymnasium in the main script, say).
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import multiprocessing.spawn
@@ -137,6 +138,26 @@ def start_resource_tracker() -> None:
         tracker.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def inherited_garbage_frozen(start_method: str):
+    """Fork a worker with the garbage collector's objects frozen (``gc.freeze``), so that the worker never
+    collects what it inherited.
+
+    Cyclic garbage of this process not yet collected when it forks would otherwise be collected in the worker,
+    running its destructors there: a MuJoCo thread pool's (from ``mujoco.batch``, say) then waited forever in
+    ``pthread_cond_destroy`` for pool threads that exist only in this process, and the worker hung in the middle
+    of a step. Here the objects are unfrozen at once, to be collected as before.
+    """
+    if start_method != "fork":
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @contextlib.contextmanager

@@ -22,9 +22,8 @@ from ..errors import WorkerDiedError, WorkerError
 from .buffers import BufferSpec, TrajectoryBuffers
 from .child_env import assign_slots
 from .entry import CLOSE, FAILED, RESET, RESET_TASK, STEP, WorkerConfig, WorkerHandles, make_child_env, worker_main
-from .processes import (deferred_signals, describe_exit, inherited_garbage_frozen, main_module_hidden,
-                        main_module_reference, preload_worker_modules, start_resource_tracker, warn_if_oversubscribed,
-                        worker_start_signals_blocked)
+from .processes import (deferred_signals, describe_exit, main_module_reference, start_resource_tracker,
+                        starting_worker, warn_if_oversubscribed)
 from .protocol import EnvPool
 from .timeouts import ask_positions, step_timeout_error
 
@@ -215,8 +214,6 @@ class ChildEnvPool(EnvPool):
         if start_method != "fork":
             main_module = main_module_reference()
             start_resource_tracker()
-        if start_method == "forkserver":
-            preload_worker_modules()
         self.buffers = self.buffers_type.allocate(spec, num_slots, num_workers, ctx=ctx)
         self.views = self.buffers.views()
         self.ranges = assign_slots(num_slots, num_workers)
@@ -241,8 +238,7 @@ class ChildEnvPool(EnvPool):
                 processes.append(process)
                 connections.append(parent_end)
                 try:
-                    with main_module_hidden(start_method != "fork"), worker_start_signals_blocked(start_method), \
-                            inherited_garbage_frozen(start_method):
+                    with starting_worker(start_method):
                         process.start()
                 finally:
                     child_end.close()

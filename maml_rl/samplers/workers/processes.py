@@ -141,6 +141,17 @@ def start_resource_tracker() -> None:
 
 
 @contextlib.contextmanager
+def starting_worker(start_method: str):
+    """Around ``Process.start()`` of a worker: the forkserver's preload, the main module hidden (not under fork),
+    the signals blocked and the inherited garbage frozen (each function's docstring says why)."""
+    if start_method == "forkserver":
+        preload_worker_modules()
+    with main_module_hidden(start_method != "fork"), worker_start_signals_blocked(start_method), \
+            inherited_garbage_frozen(start_method):
+        yield
+
+
+@contextlib.contextmanager
 def inherited_garbage_frozen(start_method: str):
     """Fork a worker with the garbage collector's objects frozen (``gc.freeze``), so that the worker never
     collects what it inherited.

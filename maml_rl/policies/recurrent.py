@@ -20,7 +20,9 @@ never depend on the other tasks of the call, on the backend or on the Ray
 actor that runs it. A policy whose arithmetic is row-independent whatever the
 batch (elementwise operations, or products arranged as :class:`GRUPolicy`'s)
 may set ``supports_task_batches = True``: it then gets ``inputs``
-``[K, B, input_size]`` and ``state`` ``[K, B, *state_shape]`` in one call per step.
+``[K, B, input_size]`` and ``state`` ``[K, B, *state_shape]`` in one call per step
+(a state that is not a tensor, such as a Transformer's cache, comes as it is,
+its ``K * B`` rows task-major).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.distributions import Categorical, Distribution, Independent, Normal
 
 from maml_rl.policies.policy import get_nonlinearity
+from maml_rl.policies.recurrent import _linear
 
 __all__ = ["KVCache", "TransformerPolicy"]
 
@@ -64,10 +65,11 @@ class _Encoder(nn.Module):
         self.out = nn.Linear(sizes[-1], d_model)
         self.nonlinearity = nonlinearity
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, ops: "_TaskOps" = None) -> torch.Tensor:
+        ops = ops or _PLAIN
         for layer in self.hidden:
-            x = self.nonlinearity(layer(x))
-        return self.out(x)
+            x = ops.per_task(self.nonlinearity, ops.linear(x, layer))
+        return ops.linear(x, self.out)
 
 
 class _Block(nn.Module):
@@ -81,16 +83,21 @@ class _Block(nn.Module):
         self.out = nn.Linear(d_model, d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def heads(self, h: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def heads(self, h: torch.Tensor, ops: "_TaskOps" = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys, values ``[..., heads, head_size]`` of normalised ``h`` ``[..., d]``."""
-        q, k, v = self.qkv(h).chunk(3, -1)
+        q, k, v = (self.qkv(h) if ops is None else ops.linear(h, self.qkv)).chunk(3, -1)
         shape = (*h.shape[:-1], self.num_heads, self.head_size)
         return q.reshape(shape), k.reshape(shape), v.reshape(shape)
 
-    def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+    def finish(self, x: torch.Tensor, attended: torch.Tensor, ops: "_TaskOps" = None) -> torch.Tensor:
         """The block's output from its input and the attention's ``[..., d]``."""
-        x = x + self.out(attended)
-        return x + self.mlp(self.norm2(x))
+        if ops is None:
+            x = x + self.out(attended)
+            return x + self.mlp(self.norm2(x))
+        x = x + ops.linear(attended, self.out)
+        first, activation, second = self.mlp
+        h = ops.per_task(activation, ops.linear(ops.per_task(self.norm2, x), first))
+        return x + ops.linear(h, second)
 
 
 class TransformerPolicy(nn.Module):
@@ -105,6 +112,8 @@ class TransformerPolicy(nn.Module):
     """
 
     is_recurrent = True
+    #: All tasks in one call per step (the cache's rows flat): see :meth:`step`.
+    supports_task_batches = True
     #: The state is the inputs seen: nothing recorded, the update reruns each whole trial.
     state_is_inputs = True
 
@@ -169,39 +178,39 @@ class TransformerPolicy(nn.Module):
         return 2 * 2 * self.num_layers * n * self.d_model * max(int(steps), 1) * 4
 
     # -------------------------------------------------------------- layers
-    def distribution(self, x: torch.Tensor) -> Distribution:
-        out = self.head(self.norm(x))
+    def distribution(self, x: torch.Tensor, ops: Optional["_TaskOps"] = None) -> Distribution:
+        """The head's distribution of the final tokens ``x``; with ``ops`` (a step's), of normalised
+        tokens, its batch shape the call's ``[K, B]`` for task batches."""
+        out = self.head(self.norm(x)) if ops is None else ops.unflat(ops.linear(x, self.head))
         if self.categorical:
             return Categorical(logits=out, validate_args=False)
         scale = self.sigma.clamp(min=self.min_log_std).exp()
         return Independent(Normal(out, scale, validate_args=False), 1, validate_args=False)
 
     def step(self, inputs: torch.Tensor, state: KVCache) -> Tuple[Distribution, KVCache]:
-        """One token per row (``inputs`` ``[n, in]``) at each row's position, attending over its cache."""
+        """One token per row at each row's position, attending over its cache: ``inputs`` ``[n, in]``, or
+        ``[K, B, in]`` for ``K`` tasks of ``B`` rows in one call (``supports_task_batches``; the cache's rows
+        stay flat, task-major), where a task's rows get the same bits whatever the other tasks of the call."""
+        tasks = inputs.shape[:2] if inputs.dim() == 3 else None
+        ops = _TaskOps(tasks)
+        inputs = inputs.reshape(-1, inputs.shape[-1])
         positions = state.positions
         n = inputs.shape[0]
         needed = int(positions.max()) + 1 if n else 0
         if needed > state.capacity:
             state = _grow(state, max(needed, 2 * state.capacity, 16))
         rows = torch.arange(n, device=inputs.device)
-        x = self.embed(inputs) + positional_encoding(positions, self.d_model)
-        groups = _groups(positions, self.window)
+        x = self.embed(inputs, ops) + ops.per_task(lambda p: positional_encoding(p, self.d_model), positions)
         for block, keys, values in zip(self.blocks, state.keys, state.values):
-            q, k, v = block.heads(block.norm1(x))  # [n, heads, head_size]
+            q, k, v = block.heads(ops.per_task(block.norm1, x), ops)  # [n, heads, head_size]
             keys[rows, :, positions] = k
             values[rows, :, positions] = v
-            attended = torch.empty_like(q)
-            for index, lo, hi in groups:
-                qs = q if index is None else q[index]
-                ks, vs = (keys, values) if index is None else (keys[index], values[index])
-                scores = torch.einsum("nhd,nhtd->nht", qs, ks[:, :, lo:hi]) / math.sqrt(block.head_size)
-                out = torch.einsum("nht,nhtd->nhd", scores.softmax(-1), vs[:, :, lo:hi])
-                if index is None:
-                    attended = out
-                else:
-                    attended[index] = out
-            x = block.finish(x, attended.reshape(n, self.d_model))
-        return self.distribution(x), KVCache(state.keys, state.values, positions + 1)
+            # Attention on each task's rows alone: a product's bits then never depend on the other tasks.
+            attended = torch.cat([_attend(block, q[part], keys[part], values[part], positions[part], self.window)
+                                  for part in ops.parts(n)])
+            x = block.finish(x, attended.reshape(n, self.d_model), ops)
+        distribution = self.distribution(ops.per_task(self.norm, x), ops)
+        return distribution, KVCache(state.keys, state.values, positions + 1)
 
     def forward_trials(self, inputs: torch.Tensor, state: Optional[KVCache] = None,
                        chunk: Optional[int] = None) -> Tuple[Distribution, None]:
@@ -221,6 +230,56 @@ class TransformerPolicy(nn.Module):
             attended = (scores.softmax(-1) @ v).transpose(1, 2).reshape(N, T, self.d_model)
             x = block.finish(x, attended)
         return self.distribution(x.transpose(0, 1)), None
+
+
+def _attend(block: _Block, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor,
+            window: Optional[int]) -> torch.Tensor:
+    """One step's attention of queries ``q`` ``[n, heads, head_size]`` over their rows' cached keys and values,
+    each row up to its own position (rows at one position share one product)."""
+    attended = torch.empty_like(q)
+    for index, lo, hi in _groups(positions, window):
+        qs = q if index is None else q[index]
+        ks, vs = (keys, values) if index is None else (keys[index], values[index])
+        scores = torch.einsum("nhd,nhtd->nht", qs, ks[:, :, lo:hi]) / math.sqrt(block.head_size)
+        out = torch.einsum("nht,nhtd->nhd", scores.softmax(-1), vs[:, :, lo:hi])
+        if index is None:
+            attended = out
+        else:
+            attended[index] = out
+    return attended
+
+
+class _TaskOps:
+    """The arithmetic of a step on flat rows, arranged for ``tasks`` ``(K, B)`` (``None``: one plain call):
+    linear maps as one batched product per task and functions on each task's block alone
+    (:func:`~maml_rl.policies.recurrent._linear`, :func:`~maml_rl.policies.recurrent._elementwise`), so a
+    task's rows get the same bits whatever the other tasks of the call, as :class:`GRUPolicy`'s do."""
+
+    def __init__(self, tasks: Optional[Tuple[int, int]]) -> None:
+        self.tasks = tasks
+
+    def linear(self, x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
+        if self.tasks is None:
+            return F.linear(x, layer.weight, layer.bias)
+        return _linear(x.reshape(*self.tasks, x.shape[-1]), layer, True).reshape(x.shape[0], -1)
+
+    def per_task(self, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        if self.tasks is None:
+            return fn(x)
+        return torch.cat([fn(x[part]) for part in self.parts(x.shape[0])])
+
+    def parts(self, n: int) -> List[slice]:
+        """Each task's rows (all rows for a plain call)."""
+        if self.tasks is None:
+            return [slice(0, n)]
+        B = self.tasks[1]
+        return [slice(k * B, (k + 1) * B) for k in range(self.tasks[0])]
+
+    def unflat(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.tasks is None else x.reshape(*self.tasks, *x.shape[1:])
+
+
+_PLAIN = _TaskOps(None)
 
 
 def causal_mask(length: int, window: Optional[int], device=None) -> torch.Tensor:

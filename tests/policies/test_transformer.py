@@ -228,7 +228,13 @@ def test_the_memory_check_counts_the_key_value_cache_the_policy_declares(monkeyp
     assert asked[1] - asked[0] == 2 * (2 * 3 * 2 * S * rows * (64 - 8) * 4)
 
 
-class _CopyingTransformer(TransformerPolicy):
+class _PerTaskTransformer(TransformerPolicy):
+    """The same policy called once per task on its rows of the cache (a sequence model without task batches)."""
+
+    supports_task_batches = False
+
+
+class _CopyingTransformer(_PerTaskTransformer):
     """The same policy with each task's cache rows copied into fresh memory and joined with ``torch.cat``
     (the generic state handling's way)."""
 
@@ -252,7 +258,7 @@ def test_tasks_stepped_on_views_of_one_cache_give_the_bits_of_copied_rows(d_mode
     """The sampler steps each task on its rows of the cache in place (no copy per task and step): the same
     bits as copies in fresh memory, over three tasks and a trial long enough for the cache to grow twice."""
     runs = []
-    for cls in (TransformerPolicy, _CopyingTransformer):
+    for cls in (_PerTaskTransformer, _CopyingTransformer):
         torch.manual_seed(0)
         policy = cls(rl2_input_size(2, 2), 2, d_model=d_model, num_layers=2, num_heads=heads)
         with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 12}, 3, policy, seed=4) as sampler:
@@ -278,3 +284,52 @@ def test_a_tasks_rows_of_the_cache_are_views_and_join_without_a_copy():
     assert swapped.keys[0].data_ptr() != state.keys[0].data_ptr()
     assert torch.equal(swapped.keys[0][:2], state.keys[0][2:4])
     assert torch.equal(swapped.positions, state.positions[[2, 3, 0, 1, 4, 5]])
+
+
+def _step_tasks(policy, inputs, masks):
+    """Means (or logits) ``[T, K, B, out]`` and the final cache of stepping ``K`` tasks' rows together from a
+    fresh cache; at step ``t`` only the rows of ``masks[t]`` ``[K, B]`` advance (partial mode)."""
+    K, B = inputs.shape[1:3]
+    state, out = policy.initial_state(K * B), []
+    with torch.no_grad():
+        for x, mask in zip(inputs, masks):
+            distribution, stepped = policy.step(x.clone(), state)
+            out.append(distribution.logits if policy.categorical else distribution.mean)
+            state = policy.select_state(mask.reshape(-1), stepped, state)
+    return torch.stack(out), state
+
+
+@pytest.mark.parametrize("categorical, hidden", [(False, ()), (True, (6,))])
+def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categorical, hidden):
+    """The sampler steps every task in one call (supports_task_batches); a task's numbers must not depend on the
+    other tasks of the call (how many, where it sits) or the thread count, since workers and Ray actors group
+    tasks differently: every subset of 7 tasks, called alone, equals its rows of the whole call bit for bit, over
+    a trial long enough for the cache to grow twice, with rows at different positions (partial mode)."""
+    torch.manual_seed(5)
+    policy = TransformerPolicy(InputFormat().size(2, 2), 3, d_model=16, num_layers=2, num_heads=4,
+                               categorical=categorical, hidden_sizes=hidden)
+    threads = torch.get_num_threads()
+    try:
+        for B, T in ((1, 20), (3, 40)):
+            inputs = torch.randn(T, 7, B, policy.input_size)
+            masks = torch.rand(T, 7, B) < 0.7
+            masks[:8] = True  # every row has a token before any waits
+            torch.set_num_threads(1)
+            whole, whole_state = _step_tasks(policy, inputs, masks)
+            assert int(whole_state.positions.max()) > 16 and bool((whole_state.positions != T).any())
+            for num_threads in (1, 2):
+                torch.set_num_threads(num_threads)
+                for lo, hi in ((0, 1), (3, 4), (1, 3), (2, 7)):
+                    part, part_state = _step_tasks(policy, inputs[:, lo:hi], masks[:, lo:hi])
+                    assert torch.equal(part, whole[:, lo:hi]), (B, num_threads, lo, hi)
+                    rows = slice(lo * B, hi * B)
+                    assert torch.equal(part_state.positions, whole_state.positions[rows])
+                    for a, b in zip(part_state.keys + part_state.values, whole_state.keys + whole_state.values):
+                        for row, position in enumerate(part_state.positions.tolist()):  # its tokens' columns
+                            assert torch.equal(a[row, :, :position], b[rows][row, :, :position]), (B, lo, hi)
+    finally:
+        torch.set_num_threads(threads)
+    # Not the per-row call's bits (other kernels), but the same numbers to rounding.
+    flat = decode(policy, inputs[:, 0])
+    torch.testing.assert_close(flat, _step_tasks(policy, inputs[:, :1], torch.ones(T, 1, B, dtype=bool))[0][:, 0],
+                               atol=ATOL, rtol=RTOL)

@@ -142,13 +142,17 @@ class RecurrentActionFunction(ActionFunction):
         seed = None if self.fallback_seed is None else self.fallback_seed + t
         K, B = self.num_tasks, self.batch_size
         if self.task_batches:
+            # A recorded (tensor) state goes as [K, B, *state]; a policy's own state object stays as it is,
+            # its rows task-major, for the policy to group.
+            task_state = (at_call_phase(state.view(K, B, *state.shape[1:]), self.first_task) if self.records
+                          else state)
             distribution, next_state = self.policy.step(at_call_phase(inputs.view(K, B, -1), self.first_task),
-                                                        at_call_phase(state.view(K, B, *state.shape[1:]),
-                                                                      self.first_task))
+                                                        task_state)
             self._check_shape(distribution, S, t, None)
             acted = self._shaped(actions_from_noise(distribution, noise, seed, self.mode), S)
             log_probs = _log_prob(distribution, acted, (K, B), self.spec.discrete).reshape(S)
-            next_state = next_state.reshape(state.shape)
+            if self.records:
+                next_state = next_state.reshape(state.shape)
         else:
             parts, lps, states = [], [], []
             for k in range(K):

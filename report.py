@@ -17,7 +17,15 @@ flagged STALE. The table gives the interquartile mean over a group's runs with i
 the mean, the worst seed, and for each two groups on one env the probability
 that a run of one beats a run of the other: on the return, and on success
 where both report it (Meta-World). ``--plot`` draws the training curves
-(return after adaptation on the training tasks) as IQM with 95% bands.
+(return after adaptation on the training tasks) as IQM with 95% bands;
+``--attempts`` draws the trial learners' held-out return and success by
+attempt (test.py's rows), over seeds, beside the same runs evaluated with the
+context reset at each attempt when given as a second ``--results`` file:
+
+    python test.py --config runs/rl2-sparse/seed-1/config.json --reset-context-each-attempt \
+        --output runs/rl2-sparse/seed-1/results-reset.npz
+    python report.py runs/rl2-sparse runs/transformer-sparse --results results.npz results-reset.npz \
+        --attempts attempts.png
 """
 
 from __future__ import annotations
@@ -34,12 +42,12 @@ with quiet_interrupt("report.py"):
     from maml_rl.app.config_files import ConfigError
     from tqdm import tqdm
 
-    from maml_rl.app.plotting import plot_iqm_curves
+    from maml_rl.app.plotting import plot_attempt_curves, plot_iqm_curves
     from maml_rl.app.progress import PHASE_DELAY, PhaseBar
     from maml_rl.app.report_runs import distinct_runs, find_run_folders
     from maml_rl.app.runs.lock import writer_of
-    from maml_rl.app.reports import (ReportError, compare, comparison_problem, curves, format_report, load_run,
-                                     summarise)
+    from maml_rl.app.reports import (ReportError, attempt_curves, compare, comparison_problem, curves,
+                                     format_report, load_run, summarise)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,8 +55,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("runs", nargs="+", help="run folders, or folders of run folders")
-    parser.add_argument("--results", default="results.npz", help="test.py's file in each run (default: results.npz)")
+    parser.add_argument("--results", nargs="+", default=["results.npz"], metavar="NAME",
+                        help="test.py's file in each run (default: results.npz); several names report each run once "
+                             "per file, e.g. results.npz results-reset.npz for the context reset at each attempt")
     parser.add_argument("--plot", default=None, metavar="PNG", help="training curves with 95%% bands")
+    parser.add_argument("--attempts", default=None, metavar="PNG",
+                        help="trial learners' held-out return and success by attempt, over seeds with 95%% bands")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--reps", type=int, default=50_000, help="bootstrap replications (default: 50000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
@@ -66,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"note: {folder} is being written by a running train.py: it is reported as it is now "
                       "(its files are only read)", file=sys.stderr)
         reading = tqdm(folders, desc="reading runs", unit="run", leave=False, delay=PHASE_DELAY, file=sys.stderr)
-        runs = distinct_runs([load_run(folder, args.results) for folder in reading])
+        runs = distinct_runs([load_run(folder, name) for folder in reading for name in args.results])
         summaries = summarise(runs, reps=args.reps, seed=args.seed, progress=PhaseBar(position=0))
     except (ReportError, ImportError) as exc:
         raise ConfigError(str(exc)) from None
@@ -112,7 +124,34 @@ def main(argv: list[str] | None = None) -> dict:
         except ImportError:
             raise ConfigError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
         print(f"curves written to {args.plot}", file=sys.stderr)
+    if args.attempts:
+        figures["attempts"] = _plot_attempts(summaries, args)
     return figures
+
+
+def _plot_attempts(summaries, args) -> list[dict]:
+    """``--attempts``: the trial learners' groups by attempt (others have no attempts: named on stderr)."""
+    trials = [s for s in summaries if all(run.evaluation and "episodes-per-trial" in run.evaluation["settings"]
+                                          for run in s.runs)]
+    for s in summaries:
+        if s not in trials:
+            print(f"note: {s.env} {s.label}: not in --attempts (not a trial learner's evaluation, or its results "
+                  "do not record one)", file=sys.stderr)
+    if not trials:
+        raise ConfigError("--attempts: no group of trial learners' runs (rl2-ppo, transformer-ppo) evaluated by "
+                          "test.py to plot")
+    reps = min(args.reps, 2_000)
+    groups = [(s.env, s.label, len(s.runs), {metric: attempt_curves(s, metric, reps=reps, seed=args.seed,
+                                                                      progress=PhaseBar(position=0))
+                                             for metric in ("returns", "success")}) for s in trials]
+    try:
+        plot_attempt_curves(groups, args.attempts)
+    except ImportError:
+        raise ConfigError("--attempts needs matplotlib: pip install -e \".[plot]\"") from None
+    print(f"attempt curves written to {args.attempts}", file=sys.stderr)
+    return [{"env": env, "label": label, "seeds": seeds,
+             **{metric: None if c is None else {k: c[k].tolist() for k in ("iqm", "low", "high", "runs")}
+                for metric, c in curves_.items()}} for env, label, seeds, curves_ in groups]
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
   and last episodes), and the success rate beside it for runs whose episodes carry success (Meta-World);
 * :func:`plot_returns`: test.py's ``--plot``, the held-out return against the number of adaptation steps;
 * :func:`plot_iqm_curves`: report.py's ``--plot``, training curves over seeds as IQM with 95% bands;
+* :func:`plot_attempt_curves`: report.py's ``--attempts``, the held-out return and success by attempt over seeds;
 * :func:`plot_against_env_steps`: several runs' columns against their env steps (sample efficiency).
 
     python -m maml_rl.app.plotting runs/hcd/metrics.jsonl --output runs/hcd/curve.png
@@ -125,6 +126,41 @@ def plot_iqm_curves(groups: Sequence[Any], output: str | Path) -> None:
     figure.tight_layout()
     figure.savefig(output, dpi=100)
     plt.close(figure)
+
+
+def plot_attempt_curves(groups: Sequence[Any], output: str | Path) -> None:
+    """report.py's ``--attempts``: each group's held-out return and success by attempt (test.py's stages: the
+    trial's episodes, then the evaluation episodes) as IQM over seeds with a 95% band, one row of panels per env.
+    ``groups``: ``(env, label, seeds, {"returns": curve, "success": curve or None})``, each curve as
+    ``maml_rl.app.reports.attempt_curves`` returns it; the seeds' own values are drawn as dots."""
+    plt = _pyplot()
+    envs = list(dict.fromkeys(g[0] for g in groups))
+    figure, axes = plt.subplots(len(envs), 2, figsize=(12, 4.2 * len(envs)), squeeze=False)
+    for row, env in zip(axes, envs):
+        for (_, label, seeds, by_metric), colour in zip((g for g in groups if g[0] == env), _COLOURS):
+            for ax, metric in zip(row, ("returns", "success")):
+                c = by_metric.get(metric)
+                if c is None:
+                    continue
+                x = c["stage"] + 1
+                ax.plot(x, c["iqm"], marker="o", color=colour, label=f"{label} ({seeds} seeds)")
+                ax.fill_between(x, c["low"], c["high"], color=colour, alpha=0.2)
+                for values in c["runs"]:
+                    ax.scatter(x, values, color=colour, s=8, alpha=0.5)
+        for ax, what in zip(row, ("return", "success rate")):
+            ax.set(title=env, xlabel="attempt (the last: evaluation episodes)",
+                   ylabel=f"held-out {what} (IQM over seeds, 95% CI)")
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            if ax.get_lines():
+                ax.legend(loc="best", fontsize="small")
+            else:  # the env reports no success
+                ax.text(0.5, 0.5, f"no {what} reported", ha="center", va="center", transform=ax.transAxes)
+    figure.tight_layout()
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+
+
+_COLOURS = [f"C{i}" for i in range(10)] * 10
 
 
 def plot_against_env_steps(metrics_paths: Sequence[str | Path], output: str | Path, column: str = "return_after",

@@ -53,7 +53,11 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)  # config.json with the algorithm's defaults filled in
     evaluation: dict[str, Any] | None = None  # how test.py evaluated (maml_rl.app.results); None: not recorded
     stale: str | None = None  # why results.npz no longer stands for the run's policy, if it does not
-    identity: str = ""  # sha256 of config.json and policy.th: the same run, wherever its folder lies
+    identity: str = ""  # sha256 of config.json, policy.th and the results' name: the same run, wherever it lies
+    # Held-out mean return and success at each of test.py's stages, averaged over tasks (a trial learner's stages
+    # are its attempts, then the evaluation episodes; MAML's its gradient steps); None: not in results.npz.
+    returns_by_stage: np.ndarray | None = None
+    success_by_stage: np.ndarray | None = None
 
 
 def find_run_folders(paths: Sequence[str | Path]) -> list[Path]:
@@ -147,7 +151,7 @@ def _read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return columns["return_after"], columns["total_env_steps"]
 
 
-def _read_results(path: Path, rerun: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict | None]:
+def _read_results(path: Path, rerun: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict | None, dict]:
     remedy = f"rerun {rerun}"
     try:
         # Opened here, so that it is closed even when np.load fails on a damaged file (it leaves its own open).
@@ -160,6 +164,10 @@ def _read_results(path: Path, rerun: str) -> tuple[np.ndarray, np.ndarray, np.nd
                 before = np.asarray(data["train_returns"], dtype=float)
                 success = np.asarray(data["valid_success"], dtype=float) if "valid_success" in data.files else None
                 record = read_record(data)
+                # [stages, tasks] in test.py's file: each stage's mean over the tasks.
+                stages = {name: np.asarray(data[key], dtype=float).mean(axis=1)
+                          for name, key in (("returns", "returns_per_step"), ("success", "success_per_step"))
+                          if key in data.files}
     except (zipfile.BadZipFile, EOFError) as exc:
         raise _damaged(path, f"damaged or cut short, not the archive test.py writes ({exc})", remedy) from None
     except (OSError, ValueError, KeyError) as exc:
@@ -168,7 +176,10 @@ def _read_results(path: Path, rerun: str) -> tuple[np.ndarray, np.ndarray, np.nd
         raise _damaged(path, "holds no returns (valid_returns or train_returns is empty)", remedy)
     if not (np.isfinite(after).all() and np.isfinite(before).all()):
         raise _damaged(path, "holds returns that are not finite (NaN or infinite)", remedy)
-    return after, before, success, record
+    if any(a.ndim != 1 or not np.isfinite(a).all() for a in stages.values()):
+        raise _damaged(path, "holds per-stage returns or success that are not finite, or not one row per stage",
+                       remedy)
+    return after, before, success, record, stages
 
 
 def _stale(folder: Path, record: dict | None) -> str | None:
@@ -186,8 +197,9 @@ def _stale(folder: Path, record: dict | None) -> str | None:
             "replaced)")
 
 
-def _identity(config: dict, folder: Path) -> str:
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+def _identity(config: dict, folder: Path, results: str) -> str:
+    # The results' name too: one run evaluated two ways (--reset-context-each-attempt) is reported twice.
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode() + results.encode())
     # Without policy.th, the log tells runs of one configuration apart.
     digest.update(bytes.fromhex(file_sha256(folder / "policy.th")) if (folder / "policy.th").is_file()
                   else (folder / "metrics.jsonl").read_bytes())
@@ -208,10 +220,11 @@ def load_run(folder: str | Path, results: str = "results.npz") -> Run:
             raise ReportError(f"{folder}: no {path.name}; it is written by {how}")
     config = _read_config(config_path)
     curve, env_steps = _read_curve(metrics_path)
-    after, before, success, record = _read_results(results_path, rerun)
+    after, before, success, record, stages = _read_results(results_path, rerun)
     return Run(folder, config["env-name"], _algorithm(config), config.get("seed"),
                float(after.mean()), float(before.mean()), None if success is None else float(success.mean()),
-               env_steps, curve, with_defaults(config), record, _stale(folder, record), _identity(config, folder))
+               env_steps, curve, with_defaults(config), record, _stale(folder, record),
+               _identity(config, folder, results), stages.get("returns"), stages.get("success"))
 
 
 def _algorithm(config: dict[str, Any]) -> str:

@@ -32,8 +32,8 @@ from maml_rl.app.report_runs import ReportError, Run, load_run
 from maml_rl.app.results import settings_differ
 from maml_rl.utils.progress import Advance, Progress
 
-__all__ = ["Run", "Summary", "ReportError", "comparison_problem", "load_run", "summarise", "compare", "curves",
-           "format_report"]
+__all__ = ["Run", "Summary", "ReportError", "attempt_curves", "comparison_problem", "load_run", "summarise",
+           "compare", "curves", "format_report"]
 
 
 @dataclass
@@ -251,6 +251,27 @@ def curves(summary: Summary, points: int = 50, reps: int = 2_000, seed: int = 0,
     steps = np.mean([run.env_steps[index] for run in summary.runs], axis=0)
     return {"iteration": index, "env_steps": steps, "iqm": np.array(iqm), "low": np.array(low),
             "high": np.array(high)}
+
+
+def attempt_curves(summary: Summary, metric: str = "returns", reps: int = 2_000, seed: int = 0,
+                   progress: Progress = Progress()) -> dict[str, np.ndarray] | None:
+    """The held-out ``metric`` (``"returns"`` or ``"success"``) at each of test.py's stages (a trial learner's
+    attempts, then its evaluation episodes) over the group's runs: IQM with its 95% band; ``None`` where a run's
+    results.npz does not hold it, or the runs' stages differ in number."""
+    rows = [getattr(run, f"{metric}_by_stage") for run in summary.runs]
+    if any(r is None for r in rows) or len({len(r) for r in rows}) != 1:
+        return None
+    table = np.stack(rows)  # [runs, stages]
+    iqm, low, high = [], [], []
+    with progress.phase(f"{summary.env} {summary.label}: {metric} by attempt", table.shape[1], "stage") as advance:
+        for column in table.T:
+            point, (lo, hi) = _interval(column, reps, seed)
+            iqm.append(point)
+            low.append(lo)
+            high.append(hi)
+            advance(1)
+    return {"stage": np.arange(table.shape[1]), "iqm": np.array(iqm), "low": np.array(low), "high": np.array(high),
+            "runs": table}
 
 
 def format_report(summaries: Sequence[Summary], comparisons: dict[tuple[int, int], Any] | None = None,

@@ -337,3 +337,43 @@ def test_one_install_hint_for_the_stats_extra():
                                             *root.glob("maml_rl/**/*.py")]]
     assert not any("maml_rl[" in text for text in texts)
     assert any('pip install -e ".[stats]"' in text for text in texts)
+
+
+def test_attempt_curves_of_real_trial_runs_with_the_context_reset(tmp_path, reference_runs):
+    """``--attempts`` on two seeds of rl2-ppo's small run (the session's reference run and one more seed), each evaluated by test.py as it is and with the context
+    reset at each attempt (``--results`` naming both files): two groups, their curves the per-stage means of
+    test.py's files counted here, the reset group labelled, the figure written."""
+    reference = reference_runs("rl2-ppo")  # the session's seed, trained once for the contract tests too
+    (tmp_path / "rl2").mkdir()
+    shutil.copytree(reference, tmp_path / "rl2" / "seed-a", ignore=shutil.ignore_patterns("results*.npz"))
+    train.main(["--config", str(reference / "config.json"), "--output-folder", str(tmp_path / "rl2" / "seed-b"),
+                "--num-workers", "0", "--seed", str(reference_runs.SEED + 1)])
+    runs = [tmp_path / "rl2" / name for name in ("seed-a", "seed-b")]
+    for run in runs:
+        evaluate(run)
+        evaluate(run, "--reset-context-each-attempt", "--output", str(run / "results-reset.npz"))
+    png = tmp_path / "attempts.png"
+    figures = report.main([str(tmp_path / "rl2"), "--results", "results.npz", "results-reset.npz",
+                           "--attempts", str(png), "--reps", "200"])
+    assert png.stat().st_size > 0
+    plain, reset = figures["attempts"]
+    assert "reset-context-each-attempt=true" in reset["label"] and "true" not in plain["label"]
+    stages = json.loads((runs[0] / "config.json").read_text())["episodes-per-trial"] + 1  # + the evaluation row
+    for curve, name in ((plain, "results.npz"), (reset, "results-reset.npz")):
+        by_hand = []
+        for run in runs:
+            with np.load(run / name, allow_pickle=False) as results:
+                by_hand.append([float(np.mean(row)) for row in results["returns_per_step"]])
+        assert curve["seeds"] == 2 and np.asarray(by_hand).shape == (2, stages)
+        assert np.allclose(curve["returns"]["runs"], by_hand, rtol=1e-12, atol=0)
+        # Two runs: the IQM trims nothing, it is their mean at each attempt.
+        assert curve["returns"]["iqm"] == pytest.approx(np.mean(by_hand, axis=0))
+        assert all(lo <= m <= hi for lo, m, hi in zip(curve["returns"]["low"], curve["returns"]["iqm"],
+                                                      curve["returns"]["high"]))
+        assert curve["success"] is None  # 2D navigation reports no success
+
+
+def test_attempts_without_a_trial_learner_is_refused(seeds, capsys):
+    with pytest.raises(ConfigError, match="--attempts: no group of trial learners' runs"):
+        report.main([str(seeds), "--attempts", "x.png", "--reps", "200"])
+    assert "not in --attempts" in capsys.readouterr().err

@@ -529,6 +529,32 @@ def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_one_and_three_acto
 
 
 @pytest.mark.slow
+def test_trials_of_the_transformer_equal_the_local_ones_on_one_and_three_actors(cluster):
+    """The Transformer steps all tasks of a call at once; actors group the tasks otherwise (3 actors: 2, 1 and 1
+    tasks, a lone task paired with a zero one), and its trials, with and without the context reset at each
+    attempt, equal the local ones bit for bit."""
+    from maml_rl.policies.trial_inputs import InputFormat
+    from maml_rl.policies.transformer import TransformerPolicy
+
+    def run(**kwargs):
+        torch.manual_seed(0)
+        policy = TransformerPolicy(InputFormat().size(2, 2), 2, d_model=16, num_layers=2, num_heads=4)
+        with MultiTaskSampler("2DNavigation-v0", {"max_episode_steps": 7}, 2, policy, seed=3, **kwargs) as sampler:
+            tasks = sampler.sample_tasks(4)
+            return [sampler.rollout_trials(tasks, 3, inputs=InputFormat(reward_scale=0.1), reset_each_episode=reset)
+                    for reset in (False, True)]
+
+    local = run(num_workers=0)
+    for actors in (1, 3):
+        remote = run(backend="ray", ray_actors=actors)
+        for a, b in zip(local, remote):
+            for x, y in zip(a, b):
+                assert x.log_probs.shape[0] == 21
+                for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs"):
+                    assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("actors, discrete", [(1, False), (3, True)], ids=["1-actor-continuous", "3-actors-discrete"])
 def test_ray_trials_equal_the_naive_reference_over_the_degenerate_shapes(cluster, actors, discrete):
     """The trials' differential test (one task, one trial, horizon 1, episodes ending at step 1, ...)

@@ -129,6 +129,16 @@ def main(argv: list[str] | None = None) -> dict:
     return figures
 
 
+def _attempt_label(summary) -> str:
+    """The group's label, the context reset said in words (it is what the attempt curves compare)."""
+    evaluated = dict(summary.evaluated or {})
+    if "reset-context-each-attempt" not in evaluated:
+        return summary.label
+    reset = evaluated.pop("reset-context-each-attempt")
+    rest = type(summary)(**{**vars(summary), "evaluated": evaluated}).label if evaluated else summary.algorithm
+    return f"{rest}, {'context reset at each attempt' if reset else 'context kept'}"
+
+
 def _plot_attempts(summaries, args) -> list[dict]:
     """``--attempts``: the trial learners' groups by attempt (others have no attempts: named on stderr)."""
     trials = [s for s in summaries if all(run.evaluation and "episodes-per-trial" in run.evaluation["settings"]
@@ -141,7 +151,7 @@ def _plot_attempts(summaries, args) -> list[dict]:
         raise ConfigError("--attempts: no group of trial learners' runs (rl2-ppo, transformer-ppo) evaluated by "
                           "test.py to plot")
     reps = min(args.reps, 2_000)
-    groups = [(s.env, s.label, len(s.runs), {metric: attempt_curves(s, metric, reps=reps, seed=args.seed,
+    groups = [(s.env, _attempt_label(s), len(s.runs), {metric: attempt_curves(s, metric, reps=reps, seed=args.seed,
                                                                       progress=PhaseBar(position=0))
                                              for metric in ("returns", "success")}) for s in trials]
     try:

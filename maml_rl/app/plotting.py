@@ -130,32 +130,39 @@ def plot_iqm_curves(groups: Sequence[Any], output: str | Path) -> None:
 
 def plot_attempt_curves(groups: Sequence[Any], output: str | Path) -> None:
     """report.py's ``--attempts``: each group's held-out return and success by attempt (test.py's stages: the
-    trial's episodes, then the evaluation episodes) as IQM over seeds with a 95% band, one row of panels per env.
-    ``groups``: ``(env, label, seeds, {"returns": curve, "success": curve or None})``, each curve as
-    ``maml_rl.app.reports.attempt_curves`` returns it; the seeds' own values are drawn as dots."""
+    trial's episodes, then the evaluation episodes, marked "eval") as IQM over seeds with a 95% band, one row of
+    panels per env, one colour per label and one legend under the figure. ``groups``: ``(env, label, seeds,
+    {"returns": curve, "success": curve or None})``, each curve as ``maml_rl.app.reports.attempt_curves``
+    returns it; the seeds' own values are drawn as dots."""
     plt = _pyplot()
     envs = list(dict.fromkeys(g[0] for g in groups))
+    colours = {label: colour for label, colour in zip(dict.fromkeys(g[1] for g in groups), _COLOURS)}
     figure, axes = plt.subplots(len(envs), 2, figsize=(12, 4.2 * len(envs)), squeeze=False)
+    legend = {}
     for row, env in zip(axes, envs):
-        for (_, label, seeds, by_metric), colour in zip((g for g in groups if g[0] == env), _COLOURS):
+        stages = 0
+        for _, label, seeds, by_metric in (g for g in groups if g[0] == env):
             for ax, metric in zip(row, ("returns", "success")):
                 c = by_metric.get(metric)
                 if c is None:
                     continue
                 x = c["stage"] + 1
-                ax.plot(x, c["iqm"], marker="o", color=colour, label=f"{label} ({seeds} seeds)")
-                ax.fill_between(x, c["low"], c["high"], color=colour, alpha=0.2)
+                stages = max(stages, len(x))
+                (line,) = ax.plot(x, c["iqm"], marker="o", color=colours[label])
+                legend.setdefault(label, line)
+                ax.fill_between(x, c["low"], c["high"], color=colours[label], alpha=0.2)
                 for values in c["runs"]:
-                    ax.scatter(x, values, color=colour, s=8, alpha=0.5)
+                    ax.scatter(x, values, color=colours[label], s=8, alpha=0.5)
         for ax, what in zip(row, ("return", "success rate")):
-            ax.set(title=env, xlabel="attempt (the last: evaluation episodes)",
-                   ylabel=f"held-out {what} (IQM over seeds, 95% CI)")
-            ax.xaxis.get_major_locator().set_params(integer=True)
-            if ax.get_lines():
-                ax.legend(loc="best", fontsize="small")
-            else:  # the env reports no success
+            ax.set(title=f"{env}: held-out {what}", xlabel="attempt", ylabel=f"{what} (IQM over seeds, 95% CI)")
+            if stages:
+                ax.set_xticks(range(1, stages + 1), [*map(str, range(1, stages)), "eval"])
+            if not ax.get_lines():  # the env reports no success
                 ax.text(0.5, 0.5, f"no {what} reported", ha="center", va="center", transform=ax.transAxes)
-    figure.tight_layout()
+    seeds = {g[1]: g[2] for g in groups}
+    figure.legend(list(legend.values()), [f"{label} ({seeds[label]} seeds)" for label in legend],
+                  loc="lower center", ncol=2, fontsize="small", frameon=False)
+    figure.tight_layout(rect=(0, 0.04 + 0.03 * ((len(legend) + 1) // 2) / len(envs), 1, 1))
     figure.savefig(output, dpi=100)
     plt.close(figure)
 

@@ -357,7 +357,7 @@ def test_attempt_curves_of_real_trial_runs_with_the_context_reset(tmp_path, refe
                            "--attempts", str(png), "--reps", "200"])
     assert png.stat().st_size > 0
     plain, reset = figures["attempts"]
-    assert "reset-context-each-attempt=true" in reset["label"] and "true" not in plain["label"]
+    assert (plain["label"], reset["label"]) == ("rl2-ppo, context kept", "rl2-ppo, context reset at each attempt")
     stages = json.loads((runs[0] / "config.json").read_text())["episodes-per-trial"] + 1  # + the evaluation row
     for curve, name in ((plain, "results.npz"), (reset, "results-reset.npz")):
         by_hand = []

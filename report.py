@@ -113,8 +113,6 @@ def main(argv: list[str] | None = None) -> dict:
                         for (i, j), (p, ci) in comparisons.items()],
         "not_compared": not_compared,
     }
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
     if args.plot:
         try:
             reps = min(args.reps, 2_000)
@@ -126,6 +124,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"curves written to {args.plot}", file=sys.stderr)
     if args.attempts:
         figures["attempts"] = _plot_attempts(summaries, args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
     return figures
 
 
@@ -148,8 +148,8 @@ def _plot_attempts(summaries, args) -> list[dict]:
             print(f"note: {s.env} {s.label}: not in --attempts (not a trial learner's evaluation, or its results "
                   "do not record one)", file=sys.stderr)
     if not trials:
-        raise ConfigError("--attempts: no group of trial learners' runs (rl2-ppo, transformer-ppo) evaluated by "
-                          "test.py to plot")
+        raise ConfigError("--attempts: no group of trial learners' runs to plot (runs whose test.py results record "
+                          "a trial's attempts, episodes-per-trial)")
     reps = min(args.reps, 2_000)
     groups = [(s.env, _attempt_label(s), len(s.runs), {metric: attempt_curves(s, metric, reps=reps, seed=args.seed,
                                                                       progress=PhaseBar(position=0))

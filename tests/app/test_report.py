@@ -352,10 +352,10 @@ def test_attempt_curves_of_real_trial_runs_with_the_context_reset(tmp_path, refe
     for run in runs:
         evaluate(run)
         evaluate(run, "--reset-context-each-attempt", "--output", str(run / "results-reset.npz"))
-    png = tmp_path / "attempts.png"
+    png, out = tmp_path / "attempts.png", tmp_path / "report.json"
     figures = report.main([str(tmp_path / "rl2"), "--results", "results.npz", "results-reset.npz",
-                           "--attempts", str(png), "--reps", "200"])
-    assert png.stat().st_size > 0
+                           "--attempts", str(png), "--json", str(out), "--reps", "200"])
+    assert png.stat().st_size > 0 and json.loads(out.read_text())["attempts"] == figures["attempts"]
     plain, reset = figures["attempts"]
     assert (plain["label"], reset["label"]) == ("rl2-ppo, context kept", "rl2-ppo, context reset at each attempt")
     stages = json.loads((runs[0] / "config.json").read_text())["episodes-per-trial"] + 1  # + the evaluation row

@@ -31,6 +31,7 @@ context reset at each attempt when given as a second ``--results`` file:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -135,7 +136,7 @@ def _attempt_label(summary) -> str:
     if "reset-context-each-attempt" not in evaluated:
         return summary.label
     reset = evaluated.pop("reset-context-each-attempt")
-    rest = type(summary)(**{**vars(summary), "evaluated": evaluated}).label if evaluated else summary.algorithm
+    rest = dataclasses.replace(summary, evaluated=evaluated).label if evaluated else summary.algorithm
     return f"{rest}, {'context reset at each attempt' if reset else 'context kept'}"
 
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.distributions import Categorical, Distribution, Independent, Normal
 
 from maml_rl.policies.policy import get_nonlinearity
-from maml_rl.policies.recurrent import _linear
+from maml_rl.policies.recurrent import _elementwise, _linear
 
 __all__ = ["KVCache", "TransformerPolicy"]
 
@@ -85,15 +85,13 @@ class _Block(nn.Module):
 
     def heads(self, h: torch.Tensor, ops: "_TaskOps" = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys, values ``[..., heads, head_size]`` of normalised ``h`` ``[..., d]``."""
-        q, k, v = (self.qkv(h) if ops is None else ops.linear(h, self.qkv)).chunk(3, -1)
+        q, k, v = (ops or _PLAIN).linear(h, self.qkv).chunk(3, -1)
         shape = (*h.shape[:-1], self.num_heads, self.head_size)
         return q.reshape(shape), k.reshape(shape), v.reshape(shape)
 
     def finish(self, x: torch.Tensor, attended: torch.Tensor, ops: "_TaskOps" = None) -> torch.Tensor:
         """The block's output from its input and the attention's ``[..., d]``."""
-        if ops is None:
-            x = x + self.out(attended)
-            return x + self.mlp(self.norm2(x))
+        ops = ops or _PLAIN
         x = x + ops.linear(attended, self.out)
         first, activation, second = self.mlp
         h = ops.per_task(activation, ops.linear(ops.per_task(self.norm2, x), first))
@@ -179,9 +177,10 @@ class TransformerPolicy(nn.Module):
 
     # -------------------------------------------------------------- layers
     def distribution(self, x: torch.Tensor, ops: Optional["_TaskOps"] = None) -> Distribution:
-        """The head's distribution of the final tokens ``x``; with ``ops`` (a step's), of normalised
-        tokens, its batch shape the call's ``[K, B]`` for task batches."""
-        out = self.head(self.norm(x)) if ops is None else ops.unflat(ops.linear(x, self.head))
+        """The head's distribution of the final tokens ``x``; with a step's task batches, of batch shape the
+        call's ``[K, B]``."""
+        ops = ops or _PLAIN
+        out = ops.unflat(ops.linear(ops.per_task(self.norm, x), self.head))
         if self.categorical:
             return Categorical(logits=out, validate_args=False)
         scale = self.sigma.clamp(min=self.min_log_std).exp()
@@ -209,8 +208,7 @@ class TransformerPolicy(nn.Module):
             attended = torch.cat([_attend(block, q[part], keys[part], values[part], positions[part], self.window)
                                   for part in ops.parts(n)])
             x = block.finish(x, attended.reshape(n, self.d_model), ops)
-        distribution = self.distribution(ops.per_task(self.norm, x), ops)
-        return distribution, KVCache(state.keys, state.values, positions + 1)
+        return self.distribution(x, ops), KVCache(state.keys, state.values, positions + 1)
 
     def forward_trials(self, inputs: torch.Tensor, state: Optional[KVCache] = None,
                        chunk: Optional[int] = None) -> Tuple[Distribution, None]:
@@ -266,7 +264,8 @@ class _TaskOps:
     def per_task(self, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         if self.tasks is None:
             return fn(x)
-        return torch.cat([fn(x[part]) for part in self.parts(x.shape[0])])
+        out = _elementwise(fn, self.unflat(x), True)  # [K, B, ...]
+        return out.reshape(x.shape[0], *out.shape[2:])
 
     def parts(self, n: int) -> List[slice]:
         """Each task's rows (all rows for a plain call)."""

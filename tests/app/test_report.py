@@ -301,6 +301,8 @@ def test_results_older_than_the_policy_are_flagged(seeds, tmp_path):
     ("empty returns", "results.npz: holds no returns (valid_returns or train_returns is empty); rerun python test.py"),
     ("NaN returns", "results.npz: holds returns that are not finite (NaN or infinite); rerun python test.py"),
     ("truncated results", "results.npz: damaged or cut short, not the archive test.py writes"),
+    ("NaN per-stage success", "results.npz: holds per-stage returns or success that are not finite, or not one row "
+                              "per stage; rerun python test.py"),
     ("config without env-name", "config.json: has no env-name, so it is not the config.json of a training run; "
                                 "restore the run's config.json"),
     ("config a list", "config.json: holds a JSON list, not a configuration"),
@@ -315,6 +317,11 @@ def test_damaged_files_are_named_with_what_to_do(seeds, tmp_path, damage, messag
         np.savez(results, valid_returns=np.zeros((0, 4)), train_returns=np.zeros((0, 4)))
     elif damage == "NaN returns":
         np.savez(results, valid_returns=np.full((2, 4), np.nan), train_returns=np.zeros((2, 4)))
+    elif damage == "NaN per-stage success":  # what --attempts reads, checked for every report
+        with np.load(results, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files if key != "tasks"}  # tasks: objects, not read
+        arrays["success_per_step"] = np.full_like(arrays["returns_per_step"], np.nan)
+        np.savez(results, **arrays)
     elif damage == "truncated results":
         results.write_bytes(results.read_bytes()[:200])
     elif damage == "config without env-name":

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import torch
 from tqdm import tqdm
 
 from maml_rl.app.config_files import build_env, overridden_env_kwargs
@@ -27,6 +26,7 @@ from maml_rl.app.runs import (
     resolve_device,
     resolve_run_config,
     save_checkpoint,
+    seed_global_generators,
 )
 from maml_rl.app.progress import PhaseBar, budget_line, cost_line, finished_line
 from maml_rl.app.runs.checkpoints import check_checkpoint_config, check_checkpoint_rows
@@ -101,7 +101,7 @@ def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, e
     """The loop of a checked run whose folder is locked and whose config.json is written; ``check_folder``
     raises unless the folder's path still names the locked folder (:meth:`RunLock.check`), before each write."""
     keep_freed_memory()
-    torch.manual_seed(config["seed"])
+    seed_global_generators(config["seed"])
     policy = make_policy(config, env)
     env.close()
     metalearner = make_metalearner(config, policy, device)

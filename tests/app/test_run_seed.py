@@ -114,3 +114,22 @@ def test_a_seed_is_drawn_in_one_place_only():
                     and not node.args and not node.keywords):
                 unseeded.append(f"{path.relative_to(package.parent)}:{node.lineno} {node.func.attr}()")
     assert unseeded == ["maml_rl/utils/seeding.py:13 SeedSequence()"]
+
+
+def test_the_process_wide_generators_start_from_the_run_seed(tmp_path, small_config):
+    """A run seeds NumPy's and Python's global generators too, so what it draws from them and the state its
+    checkpoint keeps do not depend on what the process drew before it (a resume once differed from the
+    uninterrupted run when another test had drawn from ``np.random`` in between)."""
+    import random
+
+    from helpers.runs import assert_same_state
+
+    config = small_config(tmp_path, **{"num-batches": 1})
+    states = []
+    for name, draws in (("a", 0), ("b", 84)):
+        np.random.random(draws)
+        random.random()
+        train.main(["--config", str(config), "--output-folder", str(tmp_path / name), "--num-workers", "0",
+                    "--seed", "5"])
+        states.append(torch.load(tmp_path / name / "checkpoint.pt", weights_only=False)["rng"])
+    assert_same_state(states[0], states[1], "rng")

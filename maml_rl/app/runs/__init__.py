@@ -21,6 +21,7 @@ from maml_rl.app.runs.checkpoints import (
     read_checkpoint,
     safe_load,
     save_checkpoint,
+    seed_global_generators,
 )
 from maml_rl.app.runs.device import resolve_device
 from maml_rl.app.runs.files import (
@@ -59,4 +60,5 @@ __all__ = [
     "resolve_run_config",
     "safe_load",
     "save_checkpoint",
+    "seed_global_generators",
 ]

@@ -24,7 +24,7 @@ from maml_rl.app.config_files import ConfigError, config_diff, validate_config
 from maml_rl.app.runs.checksum import ChecksumMismatch, verify_digest
 from maml_rl.app.runs.files import atomic_save
 
-__all__ = ["RESUMABLE_CHANGES", "Resumed", "check_checkpoint_config", "check_checkpoint_rows", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
+__all__ = ["RESUMABLE_CHANGES", "Resumed", "seed_global_generators", "check_checkpoint_config", "check_checkpoint_rows", "load_checkpoint", "read_checkpoint", "safe_load", "save_checkpoint"]
 
 # Version 2: the same content as version 1, always sealed with its SHA-256 (read_checkpoint requires it).
 CHECKPOINT_VERSION = 2
@@ -33,6 +33,16 @@ _READABLE_VERSIONS = (1, 2)
 
 #: Keys a resumed run may change: the run is simply made longer (or shorter).
 RESUMABLE_CHANGES = ("num-batches",)
+
+
+def seed_global_generators(seed: int) -> None:
+    """Seeds the process-wide generators a checkpoint keeps (torch's, NumPy's legacy one, Python's), so a run's
+    whole random state starts from its seed, not from whatever the process drew before: an env or a library that
+    draws from ``np.random`` or ``random`` gets the same numbers in every run of the seed."""
+    torch.manual_seed(seed)
+    # NumPy's legacy seed takes 32-bit words; a config's seed may use 63 bits.
+    np.random.seed(np.random.SeedSequence(seed).generate_state(4))
+    random.seed(seed)
 
 
 def _rng_state() -> dict:

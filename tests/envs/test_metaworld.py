@@ -285,7 +285,10 @@ def test_an_error_inside_metaworld_is_a_worker_error_with_the_task():
             sampler.rollout([{**task, "env_name": "push-v3"}])
 
 
+# Building ML45's task lists takes about a minute (Meta-World's resets); the process keeps them (benchmark_tasks),
+# so the tests that build them share one xdist worker.
 @pytest.mark.slow
+@pytest.mark.xdist_group("metaworld-ML45")
 def test_ml45_builds_and_samples_its_splits():
     env = gym.make("MetaWorld-ML45-v3", max_episode_steps=5)
     env.reset(seed=0)

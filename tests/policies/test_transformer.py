@@ -303,8 +303,9 @@ def _step_tasks(policy, inputs, masks):
 def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categorical, hidden):
     """The sampler steps every task in one call (supports_task_batches); a task's numbers must not depend on the
     other tasks of the call (how many, where it sits) or the thread count, since workers and Ray actors group
-    tasks differently: every subset of 7 tasks, called alone, equals its rows of the whole call bit for bit, over
-    a trial long enough for the cache to grow twice, with rows at different positions (partial mode)."""
+    tasks differently: groups of 1, 2 and 5 of 7 tasks (first, middle, last; an odd group pairs its last task with
+    a zero one), called alone, equal their rows of the whole call bit for bit, over a trial long enough for the
+    cache to grow twice, with rows at different positions (partial mode)."""
     torch.manual_seed(5)
     policy = TransformerPolicy(InputFormat().size(2, 2), 3, d_model=16, num_layers=2, num_heads=4,
                                categorical=categorical, hidden_sizes=hidden)

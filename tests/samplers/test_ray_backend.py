@@ -175,10 +175,10 @@ def test_partial_mode_and_worker_processes_inside_the_actors(cluster):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("batch_size", [1, 2, 3, 5])
+@pytest.mark.parametrize("batch_size", [1, 2, 3])
 def test_a_users_plain_policy_gives_the_local_bits_on_one_and_three_actors(cluster, batch_size):
     """A plain nn.Module MLP (row-count-dependent bits): actions differed from
-    step 0 on Ray with 1-3 episodes per task, before one call per task everywhere."""
+    step 0 on Ray with 1-3 episodes per task, before one call per task everywhere (the row counts checked here)."""
     def run(**kwargs):
         policy = naive_sampler.PlainMLP(20, 6)
         with MultiTaskSampler("HalfCheetahVel-v5", {}, batch_size, policy, None, seed=5, max_episode_steps=10,

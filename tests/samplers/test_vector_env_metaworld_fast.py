@@ -117,7 +117,9 @@ def test_ml1_as_sync_vector_env(mode, num_workers):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
-@pytest.mark.parametrize("env_id", ["MetaWorld-ML10-v3", "MetaWorld-ML45-v3"])
+# ML45's task lists are built once per process: with test_metaworld.py's ML45 test, on one xdist worker.
+@pytest.mark.parametrize("env_id", ["MetaWorld-ML10-v3", pytest.param("MetaWorld-ML45-v3",
+                                                                      marks=pytest.mark.xdist_group("metaworld-ML45"))])
 def test_a_mix_of_classes_as_sync_vector_env(env_id, mode):
     """16 envs of a mix in this process: three classes of 4 envs step as batches, the rest one at a time, and
     the infos keep each class's keys, order and types (door-open's bool and int, sweep's and door-close's order)."""

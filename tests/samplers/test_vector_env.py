@@ -2,6 +2,7 @@
 actions give the same observations, rewards, flags and infos, bit for bit, in every autoreset
 mode; spaces, metadata, call/get_attr/set_attr and the degenerate layouts likewise."""
 
+import functools
 from functools import partial
 
 import gymnasium as gym
@@ -187,6 +188,22 @@ def test_copy_false_returns_the_shared_buffer():
 FAST_PATH = pytest.mark.skipif(mujoco_batch is None, reason="the MuJoCo fast path needs mujoco.batch (MuJoCo >= 4)")
 
 
+@functools.lru_cache(maxsize=None)
+def _seeded_tasks(env_id, fast):
+    """Three tasks drawn by a vector env of ``env_id`` on the fast path or off it, checked to follow the seed; the
+    same for every mode and layout below, so drawn once per process."""
+    probe = MultiTaskVectorEnv([make_env(env_id, max_episode_steps=4)] * 3, num_workers=2, start_method="fork",
+                               mujoco_batch=fast or False)
+    try:
+        assert probe.mujoco_batch is fast
+        tasks = probe.sample_tasks(3, seed=11)
+        same, other = repr(probe.sample_tasks(3, seed=11)), repr(probe.sample_tasks(3, seed=12))
+        assert repr(tasks) == same and repr(tasks) != other  # (AntPos's tasks hold arrays)
+        return tasks
+    finally:
+        probe.close()
+
+
 @pytest.mark.mujoco_version
 @LAYOUTS
 @pytest.mark.parametrize("fast", [pytest.param(True, marks=FAST_PATH), False], ids=["fast path", "per env"])
@@ -198,14 +215,7 @@ def test_mujoco_envs_with_tasks_from_reset_tasks(env_id, mode, fast, num_workers
     wide actions make the Ants fall (terminations) besides the 4-step time limit, and in the steps between,
     the whole range steps at once and its infos travel as one array (InfoColumns)."""
     env_fn = make_env(env_id, max_episode_steps=4)
-    probe = MultiTaskVectorEnv([env_fn] * 3, num_workers=2, start_method="fork", mujoco_batch=fast or False)
-    try:
-        assert probe.mujoco_batch is fast
-        tasks = probe.sample_tasks(3, seed=11)
-        same, other = repr(probe.sample_tasks(3, seed=11)), repr(probe.sample_tasks(3, seed=12))
-        assert repr(tasks) == same and repr(tasks) != other  # (AntPos's tasks hold arrays)
-    finally:
-        probe.close()
+    tasks = _seeded_tasks(env_id, fast)
     threads = {"batch_threads": 2} if num_workers == 0 else {}
     ended = drive([env_fn] * 3, mode, tasks=tasks, steps=12, mujoco_batch=fast or False, num_workers=num_workers,
                   **threads)

@@ -30,6 +30,7 @@ this file or another test file.
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from types import MappingProxyType
@@ -70,6 +71,24 @@ def pytest_configure(config):
     # SIGINT's default, as from a terminal.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _share_the_cores_among_workers()
+
+
+def _share_the_cores_among_workers():
+    """Under pytest-xdist, each worker's torch (and the scripts it starts) uses its share of the cores.
+
+    torch's default is one thread per core in every process. With one xdist worker per core, a worker's second
+    thread then waits for a core the other worker holds: a batched product that takes 7 us on an idle core took
+    8 ms (a scheduler tick), and the tests that step a policy thousands of times ran 100x slower than alone.
+    A test that varies the thread count on purpose still sets it itself."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2 or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = threads
+    import torch
+
+    torch.set_num_threads(int(threads))
 
 
 class SmallConfig:

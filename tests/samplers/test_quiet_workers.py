@@ -113,3 +113,54 @@ def test_a_worker_whose_semaphores_are_released_before_it_starts_exits_quietly()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     assert exit_info.value.code == entry.MAIN_PROCESS_GONE != 0
+
+
+HELPERS_STARTED_SCRIPT = """
+import multiprocessing, multiprocessing.forkserver as forkserver, os, signal, time
+from maml_rl.samplers.workers import processes
+
+
+def nap():
+    try:
+        time.sleep(30)
+    except KeyboardInterrupt:  # Python's default SIGINT handling, as before
+        raise SystemExit(7)
+
+
+if __name__ == "__main__":  # the forkserver imports this file again
+
+    processes.start_resource_tracker()
+    os.kill(multiprocessing.resource_tracker._resource_tracker._pid, signal.SIGINT)  # while its interpreter starts
+    processes.preload_worker_modules()
+    processes.start_forkserver()
+    os.kill(forkserver._forkserver._forkserver_pid, signal.SIGINT)
+    time.sleep(1.5)
+    for pid in (multiprocessing.resource_tracker._resource_tracker._pid, forkserver._forkserver._forkserver_pid):
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0), "a helper died of the Ctrl-C"
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())  # this thread's mask is restored
+    process = multiprocessing.get_context("forkserver").Process(target=nap)
+    process.start()
+    time.sleep(1.0)
+    with open(f"/proc/{process.pid}/status") as status:
+        print(*(line.strip() for line in status if line.startswith(("SigBlk", "SigIgn"))))
+    os.kill(process.pid, signal.SIGINT)
+    process.join(10)
+    print("exit", process.exitcode)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_ctrl_c_while_the_resource_tracker_and_forkserver_start_does_not_reach_them(tmp_path):
+    """The two helper processes multiprocessing starts by exec ignore SIGINT only once their interpreter has
+    started; both are started with it blocked (a Ctrl-C to the process group then printed "Fatal Python error:
+    init_import_site" and a KeyboardInterrupt traceback). Here each gets a SIGINT right after it is started, in
+    its interpreter's start: both live on, quietly, and a process the forkserver forks still gets Ctrl-C."""
+    script = tmp_path / "helpers.py"
+    script.write_text(HELPERS_STARTED_SCRIPT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "Fatal" not in result.stderr, result.stderr
+    blocked, ignored = (int(field.split()[1], 16) for field in result.stdout.split("Sig")[1:3])
+    assert not blocked >> (signal.SIGINT - 1) & 1 and not ignored >> (signal.SIGINT - 1) & 1, result.stdout
+    assert result.stdout.split()[-1] == "7", result.stdout  # the child's KeyboardInterrupt

@@ -121,21 +121,45 @@ def preload_worker_modules() -> None:
 
 def start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker, if it is not running, with
-    SIGHUP blocked.
+    SIGHUP, SIGINT and SIGTERM blocked.
 
     Under spawn and forkserver the semaphores have names (``/dev/shm/sem.mp-*``)
     until they are freed; the tracker unlinks them if this process dies first.
-    It ignores SIGINT and SIGTERM, but a closed terminal sends SIGHUP to the
-    whole process group and would kill it too. Its signal mask is inherited
-    from the thread that starts it; this thread's own is restored at once.
+    It ignores SIGINT and SIGTERM, but only once its interpreter has started: a
+    Ctrl-C to the process group before then printed "Fatal Python error:
+    init_import_site" and a KeyboardInterrupt traceback from it. A closed terminal
+    sends SIGHUP to the whole process group and would kill it too. Its signal mask
+    is inherited from the thread that starts it (it never changes it); this
+    thread's own is restored at once.
     """
     tracker = multiprocessing.resource_tracker
     if not hasattr(signal, "pthread_sigmask") or not hasattr(signal, "SIGHUP"):
         tracker.ensure_running()
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP, signal.SIGINT, signal.SIGTERM})
     try:
         tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def start_forkserver() -> None:
+    """Start multiprocessing's forkserver, if it is not running, with SIGINT blocked.
+
+    The server ignores SIGINT, but only once its interpreter has started and imported its preload list: a Ctrl-C
+    to the process group before then printed "Fatal Python error: init_import_site" and a KeyboardInterrupt
+    traceback from it. It inherits the mask of the thread that starts it (this thread's own is restored at once);
+    the preloaded ``forkserver_preload`` ignores SIGINT and unblocks it, dropping one that came meanwhile, so that
+    the server and the processes it forks keep the signal handling they had before (Ctrl-C reaches a user's
+    forkserver processes as ever).
+    """
+    server = multiprocessing.forkserver
+    if not hasattr(signal, "pthread_sigmask") or WORKER_MODULES[0] not in (getattr(server._forkserver, "_preload_modules", None) or ()):
+        server.ensure_running()
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        server.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
@@ -146,6 +170,7 @@ def starting_worker(start_method: str):
     the signals blocked and the inherited garbage frozen (each function's docstring says why)."""
     if start_method == "forkserver":
         preload_worker_modules()
+        start_forkserver()
     with main_module_hidden(start_method != "fork"), worker_start_signals_blocked(start_method), \
             inherited_garbage_frozen(start_method):
         yield

@@ -338,6 +338,11 @@ class MultiTaskVectorEnv(VectorEnv):
         """Process ids of the worker processes."""
         return [] if self._pool is None else self._pool.worker_pids
 
+    @property
+    def env_pool(self) -> Optional[VectorEnvPool | InProcessVectorPool]:
+        """The pool that steps the envs, for inspection (an in-process one's ``child``); ``None`` before use."""
+        return self._pool
+
     # -- internals ---------------------------------------------------------------
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> tuple[Any, ...]:

@@ -69,7 +69,7 @@ def drive(env_id, num_envs, mode, *, steps, num_workers=0, max_episode_steps=Non
                 assert_same(ours.reset(seed=seeds, options=dict(options)), reference.reset(seed=seeds, options=options),
                             f"reset with a mask before step {t}")
             if num_workers == 0:
-                groups |= {len(rows) for rows, _ in ours._pool.child.stepper.groups}
+                groups |= {len(rows) for rows, _ in ours.env_pool.child.stepper.groups}
             actions = space.sample() if not scripted else scripted_actions(reference, observations)
             expected = reference.step(actions)
             observations = expected[0]

@@ -1,5 +1,7 @@
 """Watching real processes from the tests: is one still running, wait until some are gone."""
 
+import glob
+import os
 import signal
 import subprocess
 import time
@@ -84,15 +86,26 @@ def wait_or_explain(process: subprocess.Popen, timeout: float, pids=()) -> None:
 
 def mapped_semaphores(pids):
     """Names of the POSIX named semaphores (``/dev/shm/sem.*``, used under spawn and forkserver) that
-    ``pids`` map. Other programs may create and remove semaphores meanwhile: check these names only."""
-    names = set()
+    ``pids`` map now. Other programs may create and remove semaphores meanwhile: check these names only.
+
+    glibc creates a semaphore under a temporary name, links it to the real one and removes the temporary one, so
+    ``/proc/PID/maps`` shows ``/dev/shm/sem.XXXXXX (deleted)``, a name that never exists afterwards: the real names
+    are found by inode."""
+    inodes = set()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as maps:
                 for line in maps:
-                    path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-                    if path.startswith("/dev/shm/sem."):
-                        names.add(path.split()[0])
+                    fields = line.split(None, 5)
+                    if len(fields) == 6 and fields[5].startswith("/dev/shm/sem."):
+                        inodes.add(int(fields[4]))
         except OSError:
+            pass
+    names = set()
+    for path in glob.glob("/dev/shm/sem.*"):
+        try:
+            if os.stat(path).st_ino in inodes:
+                names.add(path)
+        except OSError:  # removed meanwhile
             pass
     return names

@@ -23,6 +23,7 @@ from maml_rl.metalearners.gradient.sampling_loop import sample_adapt_sample
 
 from helpers.contract_envs import echo_factory
 from helpers.naive_sampler import PlainMLP
+from helpers.process_utils import mapped_semaphores
 
 pytestmark = [pytest.mark.processes, pytest.mark.mujoco_version]
 
@@ -262,8 +263,9 @@ def test_no_named_semaphore_outlives_a_dead_worker_without_a_garbage_collection(
 
         sampler = probe_sampler(baseline=LinearFeatureBaseline(3), num_workers=2, start_method=start_method)
         sampler.rollout([{"value": 0.0, "length": 5}])
-        # The workers' semaphores exist (only those made since: another test run on the machine makes its own).
-        ours = set(glob.glob("/dev/shm/sem.mp-*")) - before
+        # The workers' semaphores exist: those made since that this process maps (another process on the machine,
+        # the other pytest-xdist worker say, makes and frees its own meanwhile).
+        ours = (set(glob.glob("/dev/shm/sem.mp-*")) - before) & mapped_semaphores([os.getpid()])
         assert ours
         with pytest.raises(WorkerDiedError) as info:
             sampler.rollout([{"value": 0.0, "length": 5}, {"value": 0.0, "length": 5, "kill_at": 1}])

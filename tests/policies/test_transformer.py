@@ -299,14 +299,20 @@ def _step_tasks(policy, inputs, masks):
     return torch.stack(out), state
 
 
+# Two threads in the full tier: under pytest-xdist the second thread waits for a core the other worker holds, a
+# scheduler tick at every product, so each group costs seconds there (the one-task and five-task groups only).
+THREADS_AND_GROUPS = {1: ((0, 1), (3, 4), (1, 3), (2, 7)), 2: ((0, 1), (2, 7))}
+
+
+@pytest.mark.parametrize("num_threads", [1, pytest.param(2, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("categorical, hidden", [(False, ()), (True, (6,))])
-def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categorical, hidden):
+def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categorical, hidden, num_threads):
     """The sampler steps every task in one call (supports_task_batches); a task's numbers must not depend on the
     other tasks of the call (how many, where it sits) or the thread count, since workers and Ray actors group
     tasks differently: groups of 1, 2 and 5 of 7 tasks (first, middle, last; an odd group pairs its last task with
     a zero one), called alone, equal their rows of the whole call bit for bit, over a trial long enough for the
-    cache to grow twice, with rows at different positions (partial mode); the one-task and five-task groups on two
-    threads too."""
+    cache to grow twice, with rows at different positions (partial mode); the whole call on one thread, the groups
+    on one and (the one-task and five-task groups) on two."""
     torch.manual_seed(5)
     policy = TransformerPolicy(InputFormat().size(2, 2), 3, d_model=16, num_layers=2, num_heads=4,
                                categorical=categorical, hidden_sizes=hidden)
@@ -319,19 +325,15 @@ def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categor
             torch.set_num_threads(1)
             whole, whole_state = _step_tasks(policy, inputs, masks)
             assert int(whole_state.positions.max()) > 16 and bool((whole_state.positions != T).any())
-            # On two threads the one-task call (paired with a zero task) and the five-task one only: under
-            # pytest-xdist the second thread waits for a core the other worker holds, a scheduler tick at every
-            # product, so each group costs seconds.
-            for num_threads, groups in ((1, ((0, 1), (3, 4), (1, 3), (2, 7))), (2, ((0, 1), (2, 7)))):
-                torch.set_num_threads(num_threads)
-                for lo, hi in groups:
-                    part, part_state = _step_tasks(policy, inputs[:, lo:hi], masks[:, lo:hi])
-                    assert torch.equal(part, whole[:, lo:hi]), (B, num_threads, lo, hi)
-                    rows = slice(lo * B, hi * B)
-                    assert torch.equal(part_state.positions, whole_state.positions[rows])
-                    for a, b in zip(part_state.keys + part_state.values, whole_state.keys + whole_state.values):
-                        for row, position in enumerate(part_state.positions.tolist()):  # its tokens' columns
-                            assert torch.equal(a[row, :, :position], b[rows][row, :, :position]), (B, lo, hi)
+            torch.set_num_threads(num_threads)
+            for lo, hi in THREADS_AND_GROUPS[num_threads]:
+                part, part_state = _step_tasks(policy, inputs[:, lo:hi], masks[:, lo:hi])
+                assert torch.equal(part, whole[:, lo:hi]), (B, num_threads, lo, hi)
+                rows = slice(lo * B, hi * B)
+                assert torch.equal(part_state.positions, whole_state.positions[rows])
+                for a, b in zip(part_state.keys + part_state.values, whole_state.keys + whole_state.values):
+                    for row, position in enumerate(part_state.positions.tolist()):  # its tokens' columns
+                        assert torch.equal(a[row, :, :position], b[rows][row, :, :position]), (B, lo, hi)
     finally:
         torch.set_num_threads(threads)
     # Not the per-row call's bits (other kernels), but the same numbers to rounding.

@@ -132,15 +132,8 @@ def start_resource_tracker() -> None:
     is inherited from the thread that starts it (it never changes it); this
     thread's own is restored at once.
     """
-    tracker = multiprocessing.resource_tracker
-    if not hasattr(signal, "pthread_sigmask") or not hasattr(signal, "SIGHUP"):
-        tracker.ensure_running()
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP, signal.SIGINT, signal.SIGTERM})
-    try:
-        tracker.ensure_running()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    with signals_blocked({getattr(signal, name, None) for name in ("SIGHUP", "SIGINT", "SIGTERM")} - {None}):
+        multiprocessing.resource_tracker.ensure_running()
 
 
 def start_forkserver() -> None:
@@ -153,13 +146,20 @@ def start_forkserver() -> None:
     the server and the processes it forks keep the signal handling they had before (Ctrl-C reaches a user's
     forkserver processes as ever).
     """
-    server = multiprocessing.forkserver
-    if not hasattr(signal, "pthread_sigmask") or WORKER_MODULES[0] not in (getattr(server._forkserver, "_preload_modules", None) or ()):
-        server.ensure_running()
+    preloaded = WORKER_MODULES[0] in (getattr(multiprocessing.forkserver._forkserver, "_preload_modules", None) or ())
+    with signals_blocked({signal.SIGINT} if preloaded else set()):  # only the preload module unblocks it
+        multiprocessing.forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def signals_blocked(signals):
+    """Block ``signals`` in this thread for the ``with`` body (a process started meanwhile inherits the mask)."""
+    if not signals or not hasattr(signal, "pthread_sigmask"):
+        yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
-        server.ensure_running()
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
@@ -207,14 +207,8 @@ def worker_start_signals_blocked(start_method: str):
     its children inherit the server's mask, and the server, shared with every forkserver
     process of the program, must not be started with signals blocked.
     """
-    if start_method == "forkserver" or not hasattr(signal, "pthread_sigmask") or not WORKER_IGNORED_SIGNALS:
+    with signals_blocked(set() if start_method == "forkserver" else set(WORKER_IGNORED_SIGNALS)):
         yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_IGNORED_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def ignore_worker_signals() -> None:

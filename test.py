@@ -26,6 +26,8 @@ sampled). Together they are Meta-World's evaluation protocol:
     train_returns     [N*M, B] returns of each episode before adaptation
     valid_returns     [N*M, B] returns of each episode after the K steps
     returns_per_step  [K+1, N*M] mean return of each task after 0..K steps
+    task_KEY          [N*M, ...] each numeric field of the tasks (a bandit's ``task_mean``), readable
+                      without unpickling (``python -m maml_rl.references bandit --on results.npz``)
 
 and, for envs whose episodes carry success (Meta-World: an episode succeeds
 if ``info["success"]`` is set at any of its steps):
@@ -62,7 +64,7 @@ with quiet_interrupt("test.py"):
         summary_table,
     )
     from maml_rl.metalearners import METALEARNERS, MetaLearner, make_metalearner, make_policy
-    from maml_rl.app.results import RECORD_KEY, record_array
+    from maml_rl.app.results import RECORD_KEY, record_array, task_arrays
     from maml_rl.app.runs import atomic_write, check_writable, resolve_device
     from maml_rl.app.runs.lock import writer_of
     from maml_rl.samplers import MultiTaskSampler, usable_cpus
@@ -245,6 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
         "train_returns": returns[0],
         "valid_returns": returns[-1],
         "returns_per_step": returns.mean(axis=2),
+        **task_arrays(tasks),
     }
     if per_step_success:
         success = np.concatenate(per_step_success, axis=1)  # [K+1, N*M, B]

@@ -17,10 +17,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["COMMON_SETTINGS", "RECORD_KEY", "file_sha256", "read_record", "record_array", "settings_differ"]
+__all__ = ["COMMON_SETTINGS", "RECORD_KEY", "TASK_PREFIX", "file_sha256", "read_record", "record_array", "settings_differ",
+           "task_arrays"]
 
 #: The entry of results.npz that holds the record.
 RECORD_KEY = "evaluation"
+
+#: The prefix of the entries that hold the tasks' numeric fields, one array each (:func:`task_arrays`).
+TASK_PREFIX = "task_"
 
 #: What must agree between two runs' evaluations for their scores to be pooled (the evaluation seed, which
 #: defaults to each run's training seed + 1, and the policy itself differ from run to run by design): the
@@ -76,3 +80,22 @@ def read_record(data: Mapping[str, np.ndarray]) -> dict | None:
             or not isinstance(record.get("policy"), dict):
         raise ValueError(f"its {RECORD_KEY!r} entry lacks the policy and the settings")
     return record
+
+
+def task_arrays(tasks: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """``task_KEY`` ``[N, *shape]`` for each field that every task has as a number or a numeric array of one
+    shape: the tasks again, for tools that read results.npz without unpickling (the task dicts themselves are
+    an object array). Fields that are not (names, Meta-World's pickled states) are left out."""
+    if not tasks or not all(isinstance(task, Mapping) for task in tasks):
+        return {}
+    arrays = {}
+    for key in tasks[0]:
+        if not isinstance(key, str) or not all(key in task for task in tasks):
+            continue
+        try:
+            values = [np.asarray(task[key]) for task in tasks]
+        except Exception:  # noqa: BLE001 - a field numpy cannot take is not a numeric field
+            continue
+        if all(v.dtype.kind in "biuf" and v.shape == values[0].shape for v in values):
+            arrays[TASK_PREFIX + key] = np.stack(values)
+    return arrays

@@ -1,5 +1,8 @@
 """``python -m maml_rl.references {bandit,mdp} ...``: the references on seeded held-out tasks, printed and
-written as ``--output``.json (summary) and .npz (per-task arrays)."""
+written as ``--output``.json (summary) and .npz (per-task arrays).
+
+``bandit --on RESULTS.npz`` plays them on the tasks of a trial policy's evaluation by test.py instead, and
+prints the policy's regret beside theirs."""
 
 from __future__ import annotations
 
@@ -20,14 +23,18 @@ from maml_rl.references.evaluation import (
     summarise_mdps,
 )
 from maml_rl.references.mdps import MDP_AGENTS
+from maml_rl.references.policy_results import compare_bandits, read_bandit_results
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m maml_rl.references", description=__doc__)
     commands = parser.add_subparsers(dest="benchmark", required=True)
     bandit = commands.add_parser("bandit", help="Bernoulli bandits (BernoulliBanditEnv): UCB1, Thompson sampling")
-    bandit.add_argument("--arms", type=int, default=5)
-    bandit.add_argument("--pulls", type=int, default=100)
+    bandit.add_argument("--arms", type=int, default=None, help="(default: 5, or --on's)")
+    bandit.add_argument("--pulls", type=int, default=None, help="(default: 100, or --on's)")
+    bandit.add_argument("--on", metavar="RESULTS", default=None,
+                        help="play the tasks of this results.npz (test.py's, of a trial policy on Bernoulli "
+                             "bandits) and print its regret beside the references'")
     bandit.add_argument("--algorithms", nargs="+", default=list(BANDIT_AGENTS), choices=list(BANDIT_AGENTS))
     mdp = commands.add_parser("mdp", help="tabular MDPs (TabularMDPEnv): PSRL")
     mdp.add_argument("--states", type=int, default=10)
@@ -36,10 +43,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     mdp.add_argument("--episodes", type=int, default=10, help="episodes of a trial")
     mdp.add_argument("--algorithms", nargs="+", default=list(MDP_AGENTS), choices=list(MDP_AGENTS))
     for command in (bandit, mdp):
-        command.add_argument("--tasks", type=int, default=500, help="held-out tasks")
+        command.add_argument("--tasks", type=int, default=None, help="held-out tasks (default: 500, or --on's)")
         command.add_argument("--seed", type=int, default=100, help="seeds the tasks, rewards and algorithms")
         command.add_argument("--output", default=None, help="write OUTPUT.json and OUTPUT.npz")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.benchmark == "bandit" and args.on is not None:
+        try:
+            args.policy = read_bandit_results(args.on)
+        except ValueError as exc:
+            parser.error(str(exc))
+        tasks, arms = args.policy.means.shape
+        given = {"--arms": (args.arms, arms), "--pulls": (args.pulls, args.policy.rewards.shape[1]),
+                 "--tasks": (args.tasks, tasks)}
+        wrong = [f"{flag} {mine} (it has {theirs})" for flag, (mine, theirs) in given.items()
+                 if mine is not None and mine != theirs]
+        if wrong:
+            parser.error(f"--on {args.on} fixes the bandit: leave out {', '.join(wrong)}.")
+        args.arms, args.pulls, args.tasks = arms, args.policy.rewards.shape[1], tasks
+    else:
+        args.policy = None
+    defaults = {"arms": 5, "pulls": 100, "tasks": 500}
+    for key, value in defaults.items():
+        if getattr(args, key, 0) is None:
+            setattr(args, key, value)
+    return args
 
 
 def _fmt(stat: dict[str, Any]) -> str:
@@ -53,6 +80,15 @@ def print_bandits(summary: dict[str, Any], pulls: int) -> None:
         curve = s["cumulative_regret"]
         print(f"{name:10} {_fmt(s['total_reward']):>16} {_fmt(s['regret']):>16}  "
               + "  ".join(f"{curve[m - 1]:.2f}" for m in marks))
+
+
+def print_policy(policy: dict[str, Any]) -> None:
+    print(f"{'policy':10} {_fmt(policy['total_reward']):>16} {_fmt(policy['realised_regret']):>16}  "
+          f"(realised regret; {policy['trials_per_task']} trials a task, {policy['file']})")
+    for name, against in policy["against"].items():
+        d = against["difference"]
+        sem = f" ± {d['sem']:.2f}" if d["sem"] is not None else ""
+        print(f"  policy / {name} regret: {against['regret_ratio']:.3f}   difference {d['mean']:+.2f}{sem}")
 
 
 def print_mdps(summary: dict[str, Any]) -> None:
@@ -69,9 +105,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.perf_counter()
     if args.benchmark == "bandit":
         settings = {"arms": args.arms, "pulls": args.pulls}
-        results = bandit_references(args.arms, args.pulls, args.tasks, args.seed, args.algorithms)
+        means = None if args.policy is None else args.policy.means
+        results = bandit_references(args.arms, args.pulls, args.tasks, args.seed, args.algorithms, means)
         summary = summarise_bandits(results)
         print_bandits(summary, args.pulls)
+        if args.policy is not None:
+            settings["on"] = args.on
+            summary["policy"] = compare_bandits(args.policy, results)
+            print_policy(summary["policy"])
     else:
         settings = {"states": args.states, "actions": args.actions, "horizon": args.horizon,
                     "episodes": args.episodes}

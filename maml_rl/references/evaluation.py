@@ -42,13 +42,24 @@ def _check(names: Sequence[str], registry: Sequence[str], num_tasks: int) -> lis
 
 
 def bandit_references(arms: int, pulls: int, num_tasks: int, seed: int,
-                      algorithms: Sequence[str] = tuple(BANDIT_AGENTS)) -> dict[str, dict[str, np.ndarray]]:
+                      algorithms: Sequence[str] = tuple(BANDIT_AGENTS),
+                      means: np.ndarray | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Per algorithm, ``arms`` / ``rewards`` / ``regret`` ``[num_tasks, pulls]`` on ``num_tasks`` Bernoulli
-    bandits of ``arms`` arms (``regret``: best mean minus the pulled arm's mean), and ``means``."""
+    bandits of ``arms`` arms (``regret``: best mean minus the pulled arm's mean).
+
+    :param means: ``[num_tasks, arms]``, the tasks to play (another evaluation's); by default the env's own
+        draw from ``seed``. ``seed`` seeds the rewards and the algorithms either way.
+    """
     names = _check(algorithms, tuple(BANDIT_AGENTS), num_tasks)
     env = BernoulliBanditEnv(arms)
     env.reset(seed=int(seed))
-    tasks = env.sample_tasks(num_tasks)
+    if means is None:
+        tasks = env.sample_tasks(num_tasks)
+    else:
+        means = np.asarray(means, np.float64)
+        if means.shape != (int(num_tasks), env.k):
+            raise ValueError(f"means must be [num_tasks, arms] = [{num_tasks}, {env.k}], got {list(means.shape)}.")
+        tasks = [env.validate_task({"mean": mean}) for mean in means]
     shape = (len(tasks), int(pulls))
     out = {name: {"arms": np.zeros(shape, np.int64), "rewards": np.zeros(shape), "regret": np.zeros(shape)}
            for name in names}

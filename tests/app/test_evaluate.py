@@ -31,10 +31,12 @@ def test_results_shapes_and_keys(run_folder, tmp_path, capsys):
     returned = run_eval(run_folder, "--output", str(output), "--meta-batch-size", "3", "--num-batches", "2",
                         "--num-steps", "2")
     with np.load(output, allow_pickle=True) as results:
-        assert set(results.files) == {"tasks", "train_returns", "valid_returns", "returns_per_step", "evaluation"}
+        assert set(results.files) == {"tasks", "task_goal", "train_returns", "valid_returns", "returns_per_step",
+                                      "evaluation"}
         tasks = results["tasks"]
         assert tasks.shape == (6,) and tasks.dtype == object
         assert all(isinstance(task, dict) and task["goal"].shape == (2,) for task in tasks)
+        assert np.array_equal(results["task_goal"], [task["goal"] for task in tasks])
         assert results["train_returns"].shape == (6, 4)
         assert results["valid_returns"].shape == (6, 4)
         per_step = results["returns_per_step"]

@@ -114,9 +114,11 @@ def test_test_py_writes_the_documented_results(algorithm, reference_runs, tmp_pa
     tasks = 2 * 3
     with np.load(output, allow_pickle=True) as results:
         # 2D navigation's episodes carry no success: no *_success arrays.
-        assert set(results.files) == {"tasks", "train_returns", "valid_returns", "returns_per_step", "evaluation"}
+        assert set(results.files) == {"tasks", "task_goal", "train_returns", "valid_returns", "returns_per_step",
+                                      "evaluation"}
         assert results["tasks"].shape == (tasks,) and results["tasks"].dtype == object
         assert all(task["goal"].shape == (2,) for task in results["tasks"])
+        assert np.array_equal(results["task_goal"], [task["goal"] for task in results["tasks"]])
         per_step = results["returns_per_step"]
         assert per_step.shape == (STAGES[algorithm], tasks)
         train, valid = results["train_returns"], results["valid_returns"]

@@ -73,8 +73,12 @@ def _fmt(stat: dict[str, Any]) -> str:
     return f"{stat['mean']:8.2f}" + (f" ± {stat['sem']:.2f}" if stat["sem"] is not None else "")
 
 
+def _marks(pulls: int) -> list[int]:
+    return sorted({m for m in (1, 10, pulls // 2, pulls) if 1 <= m <= pulls})
+
+
 def print_bandits(summary: dict[str, Any], pulls: int) -> None:
-    marks = sorted({m for m in (1, 10, pulls // 2, pulls) if 1 <= m <= pulls})
+    marks = _marks(pulls)
     print(f"{'algorithm':10} {'total reward':>16} {'regret':>16}  " + "  ".join(f"R({m})" for m in marks))
     for name, s in summary.items():
         curve = s["cumulative_regret"]
@@ -82,9 +86,11 @@ def print_bandits(summary: dict[str, Any], pulls: int) -> None:
               + "  ".join(f"{curve[m - 1]:.2f}" for m in marks))
 
 
-def print_policy(policy: dict[str, Any]) -> None:
+def print_policy(policy: dict[str, Any], pulls: int) -> None:
+    curve = policy["cumulative_realised_regret"]
     print(f"{'policy':10} {_fmt(policy['total_reward']):>16} {_fmt(policy['realised_regret']):>16}  "
-          f"(realised regret; {policy['trials_per_task']} trials a task, {policy['file']})")
+          + "  ".join(f"{curve[m - 1]:.2f}" for m in _marks(pulls)))
+    print(f"  (the policy's regret is the realised one; {policy['trials_per_task']} trials a task, {policy['file']})")
     for name, against in policy["against"].items():
         d = against["difference"]
         sem = f" ± {d['sem']:.2f}" if d["sem"] is not None else ""
@@ -112,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.policy is not None:
             settings["on"] = args.on
             summary["policy"] = compare_bandits(args.policy, results)
-            print_policy(summary["policy"])
+            print_policy(summary["policy"], args.pulls)
     else:
         settings = {"states": args.states, "actions": args.actions, "horizon": args.horizon,
                     "episodes": args.episodes}

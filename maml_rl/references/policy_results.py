@@ -81,6 +81,8 @@ def compare_bandits(policy: BanditPolicyResults, references: dict[str, dict[str,
                                "total_reward": _mean_sem(policy.rewards.sum(axis=1)),
                                "realised_regret": _mean_sem(regret),
                                "mean_reward_per_pull": policy.rewards.mean(axis=0).tolist(),
+                               "cumulative_realised_regret": (policy.means.max(axis=1, keepdims=True)
+                                                              - policy.rewards).cumsum(axis=1).mean(axis=0).tolist(),
                                "against": {}}
     for name, r in references.items():
         theirs = r["regret"].sum(axis=1)

@@ -61,6 +61,9 @@ def test_the_policy_is_scored_by_hand_and_the_references_play_its_tasks(bandit_r
     policy = written["algorithms"]["policy"]
     assert policy["realised_regret"]["mean"] == pytest.approx(np.mean(regret))
     assert policy["trials_per_task"] == 2 and policy["seed"] == 3
+    after_three = [3 * max(task["mean"]) - sum(per_step[t, i] for t in range(3)) for i, task in enumerate(tasks)]
+    assert policy["cumulative_realised_regret"][2] == pytest.approx(np.mean(after_three))
+    assert policy["cumulative_realised_regret"][-1] == pytest.approx(np.mean(regret))
     thompson = expected["thompson"]["regret"].sum(axis=1)
     assert policy["against"]["thompson"]["regret_ratio"] == pytest.approx(np.mean(regret) / thompson.mean())
     assert policy["against"]["thompson"]["difference"]["mean"] == pytest.approx(np.mean(regret - thompson))

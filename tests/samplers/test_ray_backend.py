@@ -88,12 +88,16 @@ def _assert_equal(a, b):
                 assert torch.equal(getattr(x, name), getattr(y, name)), name
 
 
-def _run(env, policy_fn, batch_size, num_tasks, **kwargs):
+def _run(env, policy_fn, batch_size, num_tasks, stats=None, **kwargs):
+    """The episodes of ``_episodes`` and the sampler's state; ``stats`` gets its ``backend_stats`` after them."""
     policy = policy_fn()
     obs = policy.input_size if hasattr(policy, "input_size") else 3
     with MultiTaskSampler(env, {}, batch_size, policy, LinearFeatureBaseline(obs), seed=7, **kwargs) as sampler:
         tasks = sampler.sample_tasks(num_tasks)
-        return _episodes(sampler, tasks), sampler.state_dict()
+        episodes = _episodes(sampler, tasks)
+        if stats is not None:
+            stats.update(sampler.backend_stats)
+        return episodes, sampler.state_dict()
 
 
 def _mlp(obs, act, discrete=False):
@@ -120,50 +124,60 @@ CASES = {
 
 @pytest.mark.parametrize("case", [pytest.param(case, marks=() if case == "navigation" else pytest.mark.slow)
                                   for case in sorted(CASES)])
-def test_episodes_equal_the_local_sampler_for_one_two_three_actors(cluster, case):
+def test_episodes_equal_the_local_sampler_for_one_two_three_actors(cluster, case, monkeypatch):
+    """... and the driver puts the parameters into the object store once per rollout (ray.put counted here),
+    the same bytes whatever the number of actors."""
     env, policy_fn, B, K, actor_counts = CASES[case]
     kwargs = {"max_episode_steps": 20} if env.startswith("HalfCheetah") else {}
     local, local_state = _run(env, policy_fn, B, K, num_workers=0, **kwargs)
+    assert local_state["num_rollouts"] == 4  # two calls of sample_adapt_sample: a rollout before and after
+    puts, put = [], ray.put
+    monkeypatch.setattr(ray, "put", lambda value, **options: (puts.append(value), put(value, **options))[1])
+    sizes = set()
     for actors in actor_counts:
-        remote, state = _run(env, policy_fn, B, K, backend="ray", ray_actors=actors, **kwargs)
+        puts.clear()
+        stats = {}
+        remote, state = _run(env, policy_fn, B, K, stats, backend="ray", ray_actors=actors, **kwargs)
         _assert_equal(local, remote)
-        assert state["num_rollouts"] == local_state["num_rollouts"]
+        assert state["num_rollouts"] == local_state["num_rollouts"] == len(puts)
+        # The last rollout's: adapted parameters of K tasks, K copies of the policy's, plus its own state.
+        per_copy = sum(p.numel() * 4 for p in policy_fn().parameters())
+        assert stats["actors"] == actors
+        assert stats["put_bytes"] == (K + 1) * per_copy
+        sizes.add((stats["put_bytes"], stats["result_bytes"]))
+    assert len(sizes) == 1
 
 
 @pytest.mark.slow
-def test_info_values_cross_the_cluster_bit_identically(cluster, drift_sampler):
-    """The env's info keys (a bool and a float) come back from the actors as they do locally."""
+def test_info_values_and_mean_actions_cross_the_cluster_bit_identically(cluster, drift_sampler):
+    """The env's info keys (a bool and a float) come back from the actors as they do locally; and a later
+    rollout with actions="mean" reaches the actors: its episodes equal the local ones and the naive reference's."""
+    mean_tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}, {"offset": 0.7, "length": 9}]
+
     def run(**kwargs):
         policy = naive_sampler.ElementwisePolicy(2, discrete=False)
         with drift_sampler(False, 6, 3, policy=policy, baseline=LinearFeatureBaseline(3), seed=4, **kwargs) as sampler:
             assert sampler.info_keys == ("near", "x")
-            return _episodes(sampler, sampler.sample_tasks(4))
+            episodes = _episodes(sampler, sampler.sample_tasks(4))
+            assert sampler.state_dict()["num_rollouts"] == 4
+            return episodes, sampler.rollout(mean_tasks, actions="mean")
 
-    local = run(num_workers=0)
+    local, local_mean = run(num_workers=0)
     assert any(bool(batch.success("near").any()) for batches in local for batch in batches)
+    reference = naive_sampler.reference_rollout(differential_envs.factory(False, 6),
+                                                naive_sampler.ElementwisePolicy(2, discrete=False), mean_tasks, 3, 4,
+                                                4, 6, actions="mean")
+    for batch, want in zip(local_mean, reference):
+        assert torch.equal(batch.actions, want["actions"])
     for actors in (1, 3):
-        remote = run(backend="ray", ray_actors=actors)
+        remote, remote_mean = run(backend="ray", ray_actors=actors)
         for batches_a, batches_b in zip(local, remote):
             for x, y in zip(batches_a, batches_b):
                 assert list(x.infos) == list(y.infos) == ["near", "x"]
                 assert all(torch.equal(x.infos[key], y.infos[key]) for key in x.infos)
-
-
-@pytest.mark.slow
-def test_mean_actions_cross_the_cluster_bit_identically(cluster, drift_sampler):
-    """actions="mean" reaches the actors: their episodes equal the local ones and the naive reference's."""
-    tasks = [{"offset": 0.2, "length": None}, {"offset": -0.5, "length": 3}, {"offset": 0.7, "length": 9}]
-    policy = naive_sampler.ElementwisePolicy(2, discrete=False)
-    results = []
-    for kwargs in ({"num_workers": 0}, {"backend": "ray", "ray_actors": 3}):
-        with drift_sampler(False, 6, 3, policy=policy, seed=4, **kwargs) as sampler:
-            results.append(sampler.rollout(tasks, actions="mean"))
-    reference = naive_sampler.reference_rollout(differential_envs.factory(False, 6), policy, tasks, 3, 4, 0, 6,
-                                                actions="mean")
-    for local, remote, want in zip(*results, reference):
-        assert remote.actions_from == "mean"
-        assert torch.equal(local.actions, want["actions"]) and torch.equal(remote.actions, want["actions"])
-        assert torch.equal(local.observations, remote.observations)
+        for x, y in zip(local_mean, remote_mean):
+            assert y.actions_from == "mean"
+            assert torch.equal(x.actions, y.actions) and torch.equal(x.observations, y.observations)
 
 
 @pytest.mark.slow
@@ -234,24 +248,6 @@ def test_a_ray_run_resumes_locally_and_the_reverse(cluster):
     with sampler(backend="ray", ray_actors=2) as second:
         second.load_state_dict(state)
         _assert_equal(expected[1], _episodes(second, second.sample_tasks(K)))
-
-
-@pytest.mark.slow
-def test_parameters_are_put_once_per_rollout_whatever_the_number_of_actors(cluster):
-    env, policy_fn, B, K, _ = CASES["navigation"]
-    sizes = {}
-    for actors in (1, 2, 3):
-        with MultiTaskSampler(env, {}, B, policy_fn(), LinearFeatureBaseline(2), seed=1, backend="ray",
-                              ray_actors=actors) as sampler:
-            tasks = sampler.sample_tasks(K)
-            sample_adapt_sample(sampler, tasks, num_steps=1, fast_lr=0.1)
-            stats = sampler.backend_stats
-            assert stats["actors"] == actors and stats["puts"] == 1
-            # Adapted parameters of K tasks: K copies of the policy's parameters, plus its own state.
-            per_copy = sum(p.numel() * 4 for p in sampler.policy.parameters())
-            assert stats["put_bytes"] == (K + 1) * per_copy
-            sizes[actors] = (stats["put_bytes"], stats["result_bytes"])
-    assert sizes[1] == sizes[2] == sizes[3]
 
 
 def _sleepy_tasks(num_tasks, sleep=0.05, length=6):

@@ -74,13 +74,23 @@ def bandit_references(arms: int, pulls: int, num_tasks: int, seed: int,
 
 
 def mdp_references(num_states: int, num_actions: int, horizon: int, episodes: int, num_tasks: int, seed: int,
-                   algorithms: Sequence[str] = tuple(MDP_AGENTS)) -> dict[str, dict[str, np.ndarray]]:
+                   algorithms: Sequence[str] = tuple(MDP_AGENTS),
+                   tasks: Sequence[dict[str, np.ndarray]] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Per algorithm, ``returns`` ``[num_tasks, episodes]`` on ``num_tasks`` tabular MDPs; and under
-    ``"optimal"``, ``value`` ``[num_tasks]``: the optimal expected return of one episode from state 0."""
+    ``"optimal"``, ``value`` ``[num_tasks]``: the optimal expected return of one episode from state 0.
+
+    :param tasks: ``num_tasks`` tasks to play (``transitions`` and ``rewards_mean``, another evaluation's); by
+        default the env's own draw from ``seed``. ``seed`` seeds the rewards and the algorithms either way.
+    """
     names = _check(algorithms, tuple(MDP_AGENTS), num_tasks)
     env = TabularMDPEnv(num_states, num_actions)
     env.reset(seed=int(seed))
-    tasks = env.sample_tasks(num_tasks)
+    if tasks is None:
+        tasks = env.sample_tasks(num_tasks)
+    elif len(tasks) != int(num_tasks):
+        raise ValueError(f"{len(tasks)} tasks given for num_tasks={num_tasks}.")
+    else:
+        tasks = [env.validate_task(task) for task in tasks]
     out = {name: {"returns": np.zeros((len(tasks), int(episodes)))} for name in names}
     out["optimal"] = {"value": np.zeros(len(tasks))}
     for i, task in enumerate(tasks):

@@ -11,7 +11,7 @@ from helpers import ROOT
 from helpers.runs import run
 from helpers.scripts import evaluate
 from maml_rl.app.results import task_arrays
-from maml_rl.references import bandit_references
+from maml_rl.references import bandit_references, mdp_references
 from maml_rl.references.__main__ import main
 from maml_rl.references.policy_results import read_bandit_results
 
@@ -87,3 +87,69 @@ def test_misuse_is_refused(bandit_results, tmp_path, capsys):
             read_bandit_results(tmp_path / name)
     with pytest.raises(ValueError, match=r"means must be \[num_tasks, arms\] = \[2, 3\]"):
         bandit_references(3, 6, 2, 0, means=np.zeros((2, 4)))
+
+
+@pytest.fixture(scope="module")
+def mdp_results(tmp_path_factory):
+    """A one-iteration RL² run on tabular MDPs of 3 states, 2 actions and 4 steps, 3 episodes a trial, evaluated
+    by test.py on 4 new tasks, 2 trials each."""
+    folder = tmp_path_factory.mktemp("mdp")
+    config = yaml.safe_load((ROOT / "configs/rl2/tabular-mdp.yaml").read_text())
+    config.update({"env-kwargs": {"num_states": 3, "num_actions": 2, "max_episode_steps": 4}, "hidden-sizes": [8],
+                   "gru-size": 8, "fast-batch-size": 2, "episodes-per-trial": 3, "num-batches": 1,
+                   "meta-batch-size": 2, "ppo-epochs": 1, "ppo-minibatches": 1, "bptt-chunk": 12})
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    run(folder / "config.yaml", folder / "run", "--seed", "1")
+    results = folder / "results.npz"
+    evaluate.main(["--config", str(folder / "run/config.json"), "--policy", str(folder / "run/policy.th"),
+                   "--meta-batch-size", "4", "--num-workers", "0", "--seed", "3", "--output", str(results)])
+    return results
+
+
+def test_mdp_policy_returns_by_hand_beside_psrl_on_its_tasks(mdp_results, tmp_path, capsys):
+    with np.load(mdp_results, allow_pickle=True) as data:
+        tasks, per_step = list(data["tasks"]), data["returns_per_step"]
+    main(["mdp", "--on", str(mdp_results), "--seed", "5", "--output", str(tmp_path / "m")])
+    assert "policy / psrl total return" in capsys.readouterr().out
+    written = json.loads((tmp_path / "m.json").read_text())
+    # Sizes from the file, the horizon from the run's config.json that the evaluation record names.
+    assert written["settings"] | {"on": None} == {"states": 3, "actions": 2, "horizon": 4, "episodes": 3, "on": None}
+    expected = mdp_references(3, 2, 4, 3, 4, 5, tasks=tasks)
+    assert np.array_equal(np.load(tmp_path / "m.npz")["psrl_returns"], expected["psrl"]["returns"])
+    total = [sum(per_step[e, i] for e in range(3)) for i in range(4)]  # each episode: the mean of 2 trials
+    policy = written["algorithms"]["policy"]
+    assert policy["total_return"]["mean"] == pytest.approx(np.mean(total))
+    assert policy["return_per_episode"] == pytest.approx(per_step[:3].mean(axis=1).tolist())
+    psrl = expected["psrl"]["returns"].sum(axis=1)
+    assert policy["against"]["psrl"]["return_ratio"] == pytest.approx(np.mean(total) / psrl.mean())
+    assert policy["against"]["psrl"]["difference"]["mean"] == pytest.approx(np.mean(np.array(total) - psrl))
+
+
+def test_mdp_misuse_is_refused(mdp_results, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["mdp", "--on", str(mdp_results), "--horizon", "10", "--states", "10"])
+    assert "leave out --states 10 (it has 3), --horizon 10 (it has 4)" in capsys.readouterr().err
+    # Without the run's config to read, the horizon must be given.
+    with np.load(mdp_results, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files if key != "tasks"}
+    record = json.loads(str(arrays["evaluation"]))
+    record["config"] = str(tmp_path / "gone.json")
+    np.savez(tmp_path / "moved.npz", **{**arrays, "evaluation": np.array(json.dumps(record))})
+    with pytest.raises(SystemExit):
+        main(["mdp", "--on", str(tmp_path / "moved.npz")])
+    assert "give --horizon" in capsys.readouterr().err
+    main(["mdp", "--on", str(tmp_path / "moved.npz"), "--horizon", "4", "--algorithms", "psrl"])
+    assert "policy / psrl" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["mdp", "--on", str(bandit_results_path(tmp_path))])
+    assert "has no task_transitions, task_rewards_mean" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="2 tasks given for num_tasks=3"):
+        mdp_references(3, 2, 4, 3, 3, 0, tasks=[{}, {}])
+
+
+def bandit_results_path(tmp_path):
+    """A results.npz of a bandit: task_mean, no MDP fields."""
+    path = tmp_path / "bandit.npz"
+    np.savez(path, task_mean=np.zeros((2, 3)), returns_per_step=np.zeros((4, 2)),
+             evaluation=np.array(json.dumps({"settings": {"episodes-per-trial": 3, "fast-batch-size": 1}})))
+    return path

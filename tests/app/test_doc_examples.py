@@ -48,6 +48,13 @@ def test_the_readme_has_a_runnable_example():
     assert python_blocks("README.md"), "the README's sampler example (with its main guard) was not found"
 
 
+@pytest.mark.parametrize(("path", "index", "code"), [p for p in EXAMPLES if p.values[0] not in SLOW_EXAMPLES])
+def test_documented_example_runs_and_prints(path, index, code, tmp_path):
+    assert run_example(code, tmp_path).strip(), f"{path}'s example {index} printed nothing"
+
+
+# Twice, in the full tier: each run starts torch and the sampler's workers, and the quick tier has run it once.
+@pytest.mark.slow
 @pytest.mark.parametrize(("path", "index", "code"), EXAMPLES)
 def test_documented_example_prints_the_same_on_every_run(path, index, code, tmp_path):
     first = run_example(code, tmp_path)

@@ -92,8 +92,19 @@ def train_run(output: str | Path, config_path: str | Path | None, overrides: Seq
         try:
             return _train(output, config, has_checkpoint, saved_state, env, device, sampler_options, lock.check)
         except FileNotFoundError:
-            lock.check()  # a write that failed because the folder was moved or deleted says so
-            raise
+            # A write that failed because the folder was moved or deleted says so. rm -rf removes the folder's
+            # files before the folder: a temporary file of ours can vanish while the folder is still there, so
+            # look again for a moment before taking the error for another one.
+            deadline = time.monotonic() + FOLDER_GONE_WAIT
+            while True:
+                lock.check()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+
+
+#: How long a run whose own file vanished mid-write waits for its folder's deletion or move to show.
+FOLDER_GONE_WAIT = 5.0
 
 
 def _train(output: Path, config: dict, has_checkpoint: bool, saved_state: Any, env: Any, device: Any,

@@ -170,3 +170,36 @@ def test_a_write_after_the_check_follows_the_locked_folder_not_its_path(tmp_path
     assert [row["iteration"] for row in read_metrics(moved)] == [0, 1]
     atomic_write(output / "after.txt", lambda f: f.write(b"by path"))
     assert (output / "after.txt").read_bytes() == b"by path"
+
+
+def test_a_file_vanishing_mid_write_while_rm_rf_empties_the_folder_says_the_folder_was_deleted(
+        tmp_path, small_config, monkeypatch):
+    """CI saw it once: rm -rf removed the policy's temporary file between its write and its rename, before it
+    removed the folder, so the run's check after the failed rename still found the folder and a traceback came
+    out. Here the second policy write fails so, and the folder goes 0.2 s later."""
+    import threading
+
+    from maml_rl.app import training
+    from maml_rl.app.runs.lock import RunFolderLost
+
+    config = small_config(tmp_path, **{"num-batches": 5})
+    output = tmp_path / "run"
+    real_save, calls = training.atomic_save, []
+
+    def vanishing_save(weights, path):
+        calls.append(path)
+        if len(calls) < 2:
+            return real_save(weights, path)
+        threading.Timer(0.2, shutil.rmtree, (output,)).start()
+        raise FileNotFoundError(2, "No such file or directory", f".{path.name}.tmp")
+
+    monkeypatch.setattr(training, "atomic_save", vanishing_save)
+    with pytest.raises(RunFolderLost, match="it was deleted, with the files this run had written"):
+        run(config, output, "--seed", "1")
+    assert not output.exists()
+    # A file that vanishes while its folder stays is the error it is, after the wait.
+    monkeypatch.setattr(training, "FOLDER_GONE_WAIT", 0.1)
+    monkeypatch.setattr(training, "atomic_save", lambda weights, path: (_ for _ in ()).throw(
+        FileNotFoundError(2, "No such file or directory", "elsewhere")))
+    with pytest.raises(FileNotFoundError, match="elsewhere"):
+        run(config, tmp_path / "other", "--seed", "1")

@@ -115,25 +115,27 @@ def print_bandits(summary: dict[str, Any], pulls: int) -> None:
               + "  ".join(f"{curve[m - 1]:.2f}" for m in marks))
 
 
+def _print_against(against: dict[str, Any], measure: str, ratio: str) -> None:
+    """The policy's ``measure`` over each reference's, and their paired difference over the same tasks."""
+    for name, a in against.items():
+        d = a["difference"]
+        sem = f" ± {d['sem']:.2f}" if d["sem"] is not None else ""
+        print(f"  policy / {name} {measure}: {a[ratio]:.3f}   difference {d['mean']:+.2f}{sem}")
+
+
 def print_policy(policy: dict[str, Any], pulls: int) -> None:
     curve = policy["cumulative_realised_regret"]
     print(f"{'policy':10} {_fmt(policy['total_reward']):>16} {_fmt(policy['realised_regret']):>16}  "
           + "  ".join(f"{curve[m - 1]:.2f}" for m in _marks(pulls)))
     print(f"  (the policy's regret is the realised one; {policy['trials_per_task']} trials a task, {policy['file']})")
-    for name, against in policy["against"].items():
-        d = against["difference"]
-        sem = f" ± {d['sem']:.2f}" if d["sem"] is not None else ""
-        print(f"  policy / {name} regret: {against['regret_ratio']:.3f}   difference {d['mean']:+.2f}{sem}")
+    _print_against(policy["against"], "regret", "regret_ratio")
 
 
 def print_mdp_policy(policy: dict[str, Any]) -> None:
     episodes = " ".join(f"{r:.2f}" for r in policy["return_per_episode"])
     print(f"{'policy':8} total {_fmt(policy['total_return'])}  per episode: {episodes}")
     print(f"  ({policy['trials_per_task']} trials a task, {policy['file']})")
-    for name, against in policy["against"].items():
-        d = against["difference"]
-        sem = f" ± {d['sem']:.2f}" if d["sem"] is not None else ""
-        print(f"  policy / {name} total return: {against['return_ratio']:.3f}   difference {d['mean']:+.2f}{sem}")
+    _print_against(policy["against"], "total return", "return_ratio")
 
 
 def print_mdps(summary: dict[str, Any]) -> None:

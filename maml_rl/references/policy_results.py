@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from maml_rl.references.evaluation import _mean_sem
+
 __all__ = ["BanditPolicyResults", "MDPPolicyResults", "compare_bandits", "compare_mdps", "read_bandit_results",
            "read_mdp_results"]
 
@@ -116,11 +118,6 @@ def read_mdp_results(path: str | Path) -> MDPPolicyResults:
     config = record.get("config")
     return MDPPolicyResults(str(path), transitions, rewards_mean, returns, trials, _seed(record),
                             config if isinstance(config, str) else None)
-
-
-def _mean_sem(values: np.ndarray) -> dict[str, float | None]:
-    sem = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else None
-    return {"mean": float(values.mean()), "sem": sem}
 
 
 def compare_bandits(policy: BanditPolicyResults, references: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:

@@ -19,11 +19,16 @@ from maml_rl.references.policy_results import read_bandit_results
 @pytest.fixture(scope="module")
 def bandit_results(tmp_path_factory):
     """A one-iteration RL² run on 5-armed bandits of 6 pulls, evaluated by test.py on 4 new tasks, 2 trials each."""
-    folder = tmp_path_factory.mktemp("bandit")
-    config = yaml.safe_load((ROOT / "configs/rl2/bandit/bandit-k5-n100.yaml").read_text())
-    config.update({"env-name": "Bandit-K5-v0", "hidden-sizes": [8], "gru-size": 8, "fast-batch-size": 2,
-                   "episodes-per-trial": 6, "num-batches": 1, "meta-batch-size": 2, "ppo-epochs": 1,
-                   "ppo-minibatches": 1, "bptt-chunk": 6})
+    return trained_and_evaluated(tmp_path_factory.mktemp("bandit"), "configs/rl2/bandit/bandit-k5-n100.yaml",
+                                 {"env-name": "Bandit-K5-v0", "episodes-per-trial": 6, "bptt-chunk": 6})
+
+
+def trained_and_evaluated(folder, shipped, changes):
+    """One iteration of a small RL² run from the ``shipped`` config with ``changes``, and test.py's results.npz
+    on 4 new tasks, 2 trials each (evaluation seed 3)."""
+    config = yaml.safe_load((ROOT / shipped).read_text())
+    config.update({"hidden-sizes": [8], "gru-size": 8, "fast-batch-size": 2, "num-batches": 1,
+                   "meta-batch-size": 2, "ppo-epochs": 1, "ppo-minibatches": 1, **changes})
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     run(folder / "config.yaml", folder / "run", "--seed", "1")
     results = folder / "results.npz"
@@ -93,17 +98,9 @@ def test_misuse_is_refused(bandit_results, tmp_path, capsys):
 def mdp_results(tmp_path_factory):
     """A one-iteration RL² run on tabular MDPs of 3 states, 2 actions and 4 steps, 3 episodes a trial, evaluated
     by test.py on 4 new tasks, 2 trials each."""
-    folder = tmp_path_factory.mktemp("mdp")
-    config = yaml.safe_load((ROOT / "configs/rl2/tabular-mdp.yaml").read_text())
-    config.update({"env-kwargs": {"num_states": 3, "num_actions": 2, "max_episode_steps": 4}, "hidden-sizes": [8],
-                   "gru-size": 8, "fast-batch-size": 2, "episodes-per-trial": 3, "num-batches": 1,
-                   "meta-batch-size": 2, "ppo-epochs": 1, "ppo-minibatches": 1, "bptt-chunk": 12})
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    run(folder / "config.yaml", folder / "run", "--seed", "1")
-    results = folder / "results.npz"
-    evaluate.main(["--config", str(folder / "run/config.json"), "--policy", str(folder / "run/policy.th"),
-                   "--meta-batch-size", "4", "--num-workers", "0", "--seed", "3", "--output", str(results)])
-    return results
+    return trained_and_evaluated(tmp_path_factory.mktemp("mdp"), "configs/rl2/tabular-mdp.yaml",
+                                 {"env-kwargs": {"num_states": 3, "num_actions": 2, "max_episode_steps": 4},
+                                  "episodes-per-trial": 3, "bptt-chunk": 12})
 
 
 def test_mdp_policy_returns_by_hand_beside_psrl_on_its_tasks(mdp_results, tmp_path, capsys):

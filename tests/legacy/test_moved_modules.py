@@ -15,23 +15,50 @@ pytestmark = pytest.mark.processes
 PROBE = """
 import importlib, json, sys, warnings
 warnings.simplefilter("always")
-pairs = json.loads(sys.argv[1])
-for old, new in pairs:
+
+
+def probe(old, new):
+    names = {}
     with warnings.catch_warnings(record=True) as caught:
-        exec(f"import {old} as a")  # an import statement, as a user's script has (its line is "<string>" here)
-        exec(f"import {old} as again")
-    b = importlib.import_module(new)
+        exec(f"import {old} as a", names)  # an import statement, as a user's script has (its line is "<string>")
+        exec(f"import {old} as again", names)
+    a, again, b = names["a"], names["again"], importlib.import_module(new)
     dupes = sorted(m for m in sys.modules if m.startswith(old + ".") and sys.modules[m] is not
                    sys.modules.get(new + m[len(old):]))
-    print(json.dumps({"same": a is b and again is b, "name": a.__name__, "dupes": dupes,
-                      "warnings": [(type(w.message).__name__, str(w.message), w.filename) for w in caught]}))
+    return {"same": a is b and again is b, "name": a.__name__, "dupes": dupes,
+            "warnings": [(type(w.message).__name__, str(w.message), w.filename) for w in caught]}
+
+
+pairs = json.loads(sys.argv[1])
+if sys.argv[2] == "in-turn":
+    for old, new in pairs:
+        print(json.dumps(probe(old, new)))
+else:
+    # Each pair alone: a child forked before anything of maml_rl is imported, so each old path is the first of
+    # the package to load, as in a fresh process. torch comes first, once: its import (~2 s) was most of a fresh
+    # process's cost, and the package does not depend on whether it was loaded before.
+    import os, traceback
+    import torch  # noqa: F401
+    assert not any(m == "maml_rl" or m.startswith("maml_rl.") for m in sys.modules)
+    for old, new in pairs:
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                print(json.dumps(probe(old, new)))
+            except BaseException:
+                print(json.dumps({"error": traceback.format_exc()}))
+            sys.stdout.flush()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, (old, status)
 """
 
 
-def probe_all(pairs: list) -> list:
-    """What importing each ``(old, new)`` pair, in order, in one fresh process saw."""
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(pairs)], capture_output=True, text=True,
-                          timeout=120)
+def probe_all(pairs: list, alone: bool = False) -> list:
+    """What importing each ``(old, new)`` pair saw: in order in one fresh process, or each ``alone`` (see PROBE)."""
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(pairs), "alone" if alone else "in-turn"],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in done.stdout.splitlines()[-len(pairs):]]
 
@@ -53,15 +80,20 @@ def check(old: str, seen: dict) -> None:
         assert legacy == []  # pytorch-maml-rl's maml_rl.baseline, promised unchanged
 
 
-# A process per old path costs ~2 s (torch's import): the quick tier takes one of each kind (unchanged, a
-# package, a module under a moved package) and all of them in one process below; the full tier every one alone.
+# Each old path alone, the first of the package to load (a forked child each, see PROBE): the quick tier one of
+# each kind (unchanged, a package, a module under a moved package), the full tier the others.
 QUICK_ALONE = {"maml_rl.baseline", "maml_rl.runs", "maml_rl.metalearners.pearl.state"}
 
 
-@pytest.mark.parametrize("old", [old if old in QUICK_ALONE else pytest.param(old, marks=pytest.mark.slow)
-                                 for old in sorted(MOVED_MODULES)])
-def test_an_old_path_is_the_moved_module_itself_and_warns_once_at_the_users_line(old):
-    check(old, probe(old, MOVED_MODULES[old][0]))
+@pytest.mark.parametrize("olds", [pytest.param(sorted(QUICK_ALONE), id="quick"),
+                                  pytest.param(sorted(set(MOVED_MODULES) - QUICK_ALONE), id="others",
+                                               marks=pytest.mark.slow)])
+def test_an_old_path_is_the_moved_module_itself_and_warns_once_at_the_users_line(olds):
+    seen = probe_all([[old, MOVED_MODULES[old][0]] for old in olds], alone=True)
+    assert len(seen) == len(olds)
+    for old, one in zip(olds, seen):
+        assert "error" not in one, (old, one.get("error"))
+        check(old, one)
 
 
 @pytest.mark.parametrize("order", ["sorted", "reversed"])

@@ -1,4 +1,4 @@
-"""Results over seeds: IQM with 95% stratified bootstrap confidence intervals, per env and algorithm.
+r"""Results over seeds: IQM with 95% stratified bootstrap confidence intervals, per env and algorithm.
 
     python train.py --config configs/promp/2d-navigation.yaml --output-folder runs/promp-nav --seeds 1 2 3
     python test.py --config runs/promp-nav/seed-1/config.json      # and seed-2, seed-3
@@ -26,6 +26,13 @@ context reset at each attempt when given as a second ``--results`` file:
         --output runs/rl2-sparse/seed-1/results-reset.npz
     python report.py runs/rl2-sparse runs/transformer-sparse --results results.npz results-reset.npz \
         --attempts attempts.png
+
+``--references`` draws the classic algorithms on the same tasks beside them, from the JSON that
+``python -m maml_rl.references`` wrote (``--on`` a run's results.npz: the run's own tasks and attempts):
+
+    python -m maml_rl.references bandit --on runs/rl2-bandit/seed-1/results.npz --output runs/bandit-references
+    python report.py runs/rl2-bandit runs/transformer-bandit --results results.npz results-reset.npz \
+        --attempts attempts.png --references runs/bandit-references.json
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ with quiet_interrupt("report.py"):
     from maml_rl.app.runs.lock import writer_of
     from maml_rl.app.reports import (ReportError, attempt_curves, compare, comparison_problem, curves,
                                      format_report, load_run, summarise)
+    from maml_rl.references.curves import load_reference_curves
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +70,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--plot", default=None, metavar="PNG", help="training curves with 95%% bands")
     parser.add_argument("--attempts", default=None, metavar="PNG",
                         help="trial learners' held-out return and success by attempt, over seeds with 95%% bands")
+    parser.add_argument("--references", nargs="+", default=[], metavar="JSON",
+                        help="with --attempts: the classic algorithms' curves on the same env, drawn beside the runs "
+                             "(the .json of `python -m maml_rl.references ... --output`)")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--reps", type=int, default=50_000, help="bootstrap replications (default: 50000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
@@ -72,6 +83,12 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.reps < 100:
         raise ConfigError(f"--reps {args.reps}: too few bootstrap replications for a 95% interval; give >= 100")
+    if args.references and not args.attempts:
+        raise ConfigError("--references are drawn on the attempt curves: give --attempts PNG too")
+    try:
+        references = [load_reference_curves(path) for path in args.references]
+    except ValueError as exc:
+        raise ConfigError(f"--references: {exc}") from None
     try:
         folders = find_run_folders(args.runs)
         for folder in folders:
@@ -124,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
             raise ConfigError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
         print(f"curves written to {args.plot}", file=sys.stderr)
     if args.attempts:
-        figures["attempts"] = _plot_attempts(summaries, args)
+        figures["attempts"], figures["references"] = _plot_attempts(summaries, references, args)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return figures
@@ -140,8 +157,9 @@ def _attempt_label(summary) -> str:
     return f"{rest}, {'context reset at each attempt' if reset else 'context kept'}"
 
 
-def _plot_attempts(summaries, args) -> list[dict]:
-    """``--attempts``: the trial learners' groups by attempt (others have no attempts: named on stderr)."""
+def _plot_attempts(summaries, references, args) -> tuple[list[dict], list[dict]]:
+    """``--attempts``: the trial learners' groups by attempt (others have no attempts: named on stderr), and the
+    ``references`` on their envs."""
     trials = [s for s in summaries if all(run.evaluation and "episodes-per-trial" in run.evaluation["settings"]
                                           for run in s.runs)]
     for s in summaries:
@@ -155,14 +173,25 @@ def _plot_attempts(summaries, args) -> list[dict]:
     groups = [(s.env, _attempt_label(s), len(s.runs), {metric: attempt_curves(s, metric, reps=reps, seed=args.seed,
                                                                       progress=PhaseBar(position=0))
                                              for metric in ("returns", "success")}) for s in trials]
+    for ref in references:
+        stages = {len(c["returns"]["iqm"]) for env, _, _, c in groups if env == ref.env and c["returns"] is not None}
+        if not stages:
+            raise ConfigError(f"--references: {ref.path} holds {ref.env}'s tasks, and no run plotted is on "
+                              f"{ref.env} (the runs' envs: {', '.join(dict.fromkeys(g[0] for g in groups))})")
+        if stages != {ref.attempts + 1}:  # test.py's stages: the trial's attempts, then its evaluation episodes
+            raise ConfigError(f"--references: {ref.path} has {ref.attempts} attempts a trial, the runs on "
+                              f"{ref.env} {' or '.join(str(n - 1) for n in sorted(stages))}: compute the references "
+                              "with the runs' attempts (python -m maml_rl.references ... --on RESULTS.npz)")
     try:
-        plot_attempt_curves(groups, args.attempts)
+        plot_attempt_curves(groups, args.attempts, references)
     except ImportError:
         raise ConfigError("--attempts needs matplotlib: pip install -e \".[plot]\"") from None
     print(f"attempt curves written to {args.attempts}", file=sys.stderr)
-    return [{"env": env, "label": label, "seeds": seeds,
-             **{metric: None if c is None else {k: c[k].tolist() for k in ("iqm", "low", "high", "runs")}
-                for metric, c in curves_.items()}} for env, label, seeds, curves_ in groups]
+    return ([{"env": env, "label": label, "seeds": seeds,
+              **{metric: None if c is None else {k: c[k].tolist() for k in ("iqm", "low", "high", "runs")}
+                 for metric, c in curves_.items()}} for env, label, seeds, curves_ in groups],
+            [{"file": ref.path, "env": ref.env, "tasks": ref.tasks,
+              "returns": {name: curve.tolist() for name, curve in ref.curves.items()}} for ref in references])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The package's one plotter: every figure the scripts draw. Needs matplotlib (``pip install -e ".[plot]"``).
+r"""The package's one plotter: every figure the scripts draw. Needs matplotlib (``pip install -e ".[plot]"``).
 
 * :func:`plot_training_curve`: one run's ``metrics.jsonl``, the mean return before and after
   adaptation against the iteration (raw, and smoothed over a window; for RL², the trial's first
@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
+
+from maml_rl.references.curves import REFERENCE_NAMES
 
 
 def _pyplot():
@@ -128,12 +130,13 @@ def plot_iqm_curves(groups: Sequence[Any], output: str | Path) -> None:
     plt.close(figure)
 
 
-def plot_attempt_curves(groups: Sequence[Any], output: str | Path) -> None:
+def plot_attempt_curves(groups: Sequence[Any], output: str | Path, references: Sequence[Any] = ()) -> None:
     """report.py's ``--attempts``: each group's held-out return and success by attempt (test.py's stages: the
     trial's episodes, then the evaluation episodes, marked "eval") as IQM over seeds with a 95% band, one row of
     panels per env, one colour per label and one legend under the figure. ``groups``: ``(env, label, seeds,
     {"returns": curve, "success": curve or None})``, each curve as ``maml_rl.app.reports.attempt_curves``
-    returns it; the seeds' own values are drawn as dots."""
+    returns it; the seeds' own values are drawn as dots. ``references``: ``maml_rl.references.ReferenceCurves``,
+    each drawn on its env's return panel as grey lines, one style per algorithm (its mean over its tasks)."""
     plt = _pyplot()
     envs = list(dict.fromkeys(g[0] for g in groups))
     colours = {label: colour for label, colour in zip(dict.fromkeys(g[1] for g in groups), _COLOURS)}
@@ -148,23 +151,35 @@ def plot_attempt_curves(groups: Sequence[Any], output: str | Path) -> None:
                     continue
                 x = c["stage"] + 1
                 stages = max(stages, len(x))
-                (line,) = ax.plot(x, c["iqm"], marker="o", color=colours[label])
-                legend.setdefault(label, line)
+                (line,) = ax.plot(x, c["iqm"], marker="o" if len(x) <= 25 else None, color=colours[label])
+                legend.setdefault(f"{label} ({seeds} seeds)", line)
                 ax.fill_between(x, c["low"], c["high"], color=colours[label], alpha=0.2)
                 for values in c["runs"]:
                     ax.scatter(x, values, color=colours[label], s=8, alpha=0.5)
+        for ref in (r for r in references if r.env == env):
+            for k, (name, curve) in enumerate(ref.curves.items()):
+                (line,) = row[0].plot(np.arange(1, len(curve) + 1), curve, color="0.35", linewidth=1.2,
+                                      linestyle=_REFERENCE_STYLES[k % len(_REFERENCE_STYLES)])
+                legend.setdefault(f"{_reference_name(name)}: {env}, {ref.tasks} tasks (reference)", line)
         for ax, what in zip(row, ("return", "success rate")):
             ax.set(title=f"{env}: held-out {what}", xlabel="attempt", ylabel=f"{what} (IQM over seeds, 95% CI)")
             if stages:
-                ax.set_xticks(range(1, stages + 1), [*map(str, range(1, stages)), "eval"])
+                # At most about 20 labels: a 100-pull bandit's would overlap.
+                ticks = [*range(1, stages, max(1, -(-(stages - 1) // 20))), stages]
+                ax.set_xticks(ticks, [*map(str, ticks[:-1]), "eval"])
             if not ax.get_lines():  # the env reports no success
                 ax.text(0.5, 0.5, f"no {what} reported", ha="center", va="center", transform=ax.transAxes)
-    seeds = {g[1]: g[2] for g in groups}
-    figure.legend(list(legend.values()), [f"{label} ({seeds[label]} seeds)" for label in legend],
-                  loc="lower center", ncol=2, fontsize="small", frameon=False)
+    figure.legend(list(legend.values()), list(legend), loc="lower center", ncol=2, fontsize="small", frameon=False)
     figure.tight_layout(rect=(0, 0.04 + 0.03 * ((len(legend) + 1) // 2) / len(envs), 1, 1))
     figure.savefig(output, dpi=100)
     plt.close(figure)
+
+
+_REFERENCE_STYLES = ["--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
+
+
+def _reference_name(name: str) -> str:
+    return REFERENCE_NAMES.get(name, name)
 
 
 _COLOURS = [f"C{i}" for i in range(10)] * 10

@@ -16,6 +16,7 @@ from maml_rl.references.bandits import (
     UCB1,
     play_bandit,
 )
+from maml_rl.references.curves import REFERENCE_NAMES, ReferenceCurves, load_reference_curves, reference_env_id
 from maml_rl.references.evaluation import (
     bandit_references,
     mdp_references,
@@ -35,7 +36,8 @@ from maml_rl.references.mdps import (
 )
 
 __all__ = [
-    "BANDIT_AGENTS", "MDP_AGENTS", "BanditAgent", "BanditTrial", "MDPAgent", "MDPPrior", "OracleArm",
-    "OraclePolicy", "PSRL", "RandomArm", "RandomPolicy", "ThompsonSampling", "UCB1", "bandit_references",
-    "mdp_references", "play_bandit", "play_mdp", "save", "summarise_bandits", "summarise_mdps", "value_iteration",
+    "BANDIT_AGENTS", "MDP_AGENTS", "REFERENCE_NAMES", "BanditAgent", "BanditTrial", "MDPAgent", "MDPPrior",
+    "OracleArm", "OraclePolicy", "PSRL", "RandomArm", "RandomPolicy", "ReferenceCurves", "ThompsonSampling", "UCB1",
+    "bandit_references", "load_reference_curves", "mdp_references", "play_bandit", "play_mdp", "reference_env_id",
+    "save", "summarise_bandits", "summarise_mdps", "value_iteration",
 ]

@@ -60,6 +60,11 @@ def test_iqm_and_interval_by_hand():
 def test_degenerate_groups():
     (one,) = summarise([fake_run(3.0)], reps=200)
     assert one.iqm == 3.0 and one.ci == (3.0, 3.0)
+    # One score is not bootstrapped (a 100-attempt curve of one seed took a minute): rliable's own answer is the same.
+    from rliable import library, metrics
+    point, ci = library.get_interval_estimates({"x": np.array([[3.0]])},
+                                               lambda x: np.array([metrics.aggregate_iqm(x)]), reps=200)
+    assert (float(point["x"][0]), (float(ci["x"][0, 0]), float(ci["x"][1, 0]))) == (3.0, (3.0, 3.0))
     assert any("1 runs" in note for note in one.notes)
     (same,) = summarise([fake_run(2.0, seed=s) for s in range(5)], reps=200)
     assert same.ci == (2.0, 2.0) and same.notes == []
@@ -384,3 +389,61 @@ def test_attempts_without_a_trial_learner_is_refused(seeds, capsys):
     with pytest.raises(ConfigError, match="--attempts: no group of trial learners' runs"):
         report.main([str(seeds), "--attempts", "x.png", "--reps", "200"])
     assert "not in --attempts" in capsys.readouterr().err
+
+
+BANDIT_RUNS = ROOT / "docs/runs/bandit-k5-n100"
+
+
+def test_attempt_curves_with_the_references_on_the_committed_bandit_runs(tmp_path):
+    """``--references``: the committed RL² bandit run and Thompson sampling, UCB1, random and the best arm on the
+    same 500 tasks (the run's references.json): each reference's curve is its file's mean reward per pull, the
+    run's curve its results.npz's mean return at each stage (one seed: no interval)."""
+    run, refs = BANDIT_RUNS / "rl2" / "seed-1", BANDIT_RUNS / "rl2" / "seed-1" / "references.json"
+    png, out = tmp_path / "attempts.png", tmp_path / "report.json"
+    figures = report.main([str(run), "--attempts", str(png), "--references", str(refs), "--json", str(out),
+                           "--reps", "200"])
+    assert png.stat().st_size > 0 and json.loads(out.read_text())["references"] == figures["references"]
+    (reference,) = figures["references"]
+    committed = json.loads(refs.read_text())
+    assert reference["env"] == "Bandit-K5-v0" and reference["tasks"] == committed["tasks"] == 500
+    assert set(reference["returns"]) == {"random", "ucb1", "thompson", "oracle"}  # not the policy's own figures
+    for name, curve in reference["returns"].items():
+        assert curve == committed["algorithms"][name]["mean_reward_per_pull"]
+    (curve,) = figures["attempts"]
+    with np.load(run / "results.npz", allow_pickle=False) as results:
+        by_hand = [float(np.mean(row)) for row in results["returns_per_step"]]
+    assert len(by_hand) == 101 and np.allclose(curve["returns"]["iqm"], by_hand, rtol=1e-12, atol=0)
+    assert curve["returns"]["low"] == curve["returns"]["iqm"] == curve["returns"]["high"]
+
+
+def test_references_that_do_not_fit_the_runs_are_refused_with_what_to_do(tmp_path):
+    from maml_rl.references.__main__ import main as references
+
+    run = str(BANDIT_RUNS / "rl2" / "seed-1")
+
+    def refused(*args):
+        with pytest.raises(ConfigError) as info:
+            report.main([run, "--reps", "200", *args])
+        return str(info.value)
+
+    refs = str(BANDIT_RUNS / "rl2" / "seed-1" / "references.json")
+    assert "give --attempts PNG too" in refused("--references", refs)
+    png = str(tmp_path / "a.png")
+    mdp = str(ROOT / "docs/runs/references/tabular-mdp-10x5-h10-e10.json")
+    message = refused("--attempts", png, "--references", mdp)
+    assert "holds TabularMDP-v0's tasks, and no run plotted is on TabularMDP-v0" in message
+    assert "Bandit-K5-v0" in message
+    references(["bandit", "--pulls", "50", "--tasks", "3", "--output", str(tmp_path / "short")])
+    message = refused("--attempts", png, "--references", str(tmp_path / "short.json"))
+    assert "has 50 attempts a trial, the runs on Bandit-K5-v0 100" in message and "--on RESULTS.npz" in message
+    hint = "python -m maml_rl.references {bandit,mdp} ... --output OUT"
+    (tmp_path / "text.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "nan.json").write_text(json.dumps({**json.loads(open(refs).read()), "algorithms": {
+        "thompson": {"mean_reward_per_pull": [0.5, float("nan")]}}}))
+    for name, what in (("missing.json", "no such file"), ("text.json", "JSONDecodeError"),
+                       ("list.json", "not a references file"), ("nan.json", "not a list of finite numbers"),
+                       ("short.npz", "not a references file")):
+        message = refused("--attempts", png, "--references", str(tmp_path / name))
+        assert message.startswith(f"--references: {tmp_path / name}: ") and what in message and hint in message
+    assert not os.path.exists(png)

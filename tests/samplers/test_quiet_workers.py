@@ -87,6 +87,43 @@ def test_workers_of_a_main_process_killed_mid_rollout_exit_quietly(tmp_path, sta
     assert "Traceback" not in stderr, stderr
 
 
+FORKSERVER_SIGNALS_SCRIPT = """
+import multiprocessing, signal
+from maml_rl.samplers.workers.entry import WorkerHandles
+
+
+def report(handles, conn):
+    conn.send((handles is not None, signal.getsignal(signal.SIGINT) is signal.SIG_IGN))
+
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("forkserver")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=report, args=(WorkerHandles(None, None, None, None), child))
+    process.start()
+    print(parent.recv())
+    process.join()
+"""
+
+
+def test_a_forkserver_worker_ignores_ctrl_c_once_its_handles_are_unpickled(tmp_path):
+    """Its server hands a forkserver child the default SIGINT handler: a worker ignores SIGINT from the moment
+    multiprocessing unpickles its handles, before its bootstrap, where a Ctrl-C printed "Process ChildEnv-0:" and
+    a KeyboardInterrupt traceback (seen once in CI in test_quick_double_ctrl_c_in_train_py). Without the handles
+    in its arguments, the same child's target sees the default handler."""
+    script = tmp_path / "signals.py"
+    script.write_text(FORKSERVER_SIGNALS_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and done.stdout.strip() == "(True, True)", done.stdout + done.stderr
+    plain = FORKSERVER_SIGNALS_SCRIPT.replace("args=(WorkerHandles(None, None, None, None), child)",
+                                              "args=(object(), child)")
+    script.write_text(plain)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and done.stdout.strip() == "(True, False)", done.stdout + done.stderr
+
+
 def test_a_worker_whose_semaphores_are_released_before_it_starts_exits_quietly():
     """What multiprocessing's bootstrap does under spawn and forkserver, in this process: the handles
     are pickled while a process is being started, and rebuilt after the main process let their names go."""

@@ -134,6 +134,12 @@ class WorkerHandles:
     traceback. So the handles travel as one pickle inside the process's own (while the
     process is being started, where multiprocessing allows it), rebuilt by
     :func:`_rebuild_handles`, which turns a missing semaphore into ``None``.
+
+    Rebuilding them is also where a forkserver worker first ignores Ctrl-C. Its server hands
+    it the default SIGINT handler (a user's forkserver processes keep theirs), and until
+    ``worker_main`` ran, a Ctrl-C to the process group raised KeyboardInterrupt inside
+    multiprocessing's bootstrap, which printed a traceback ("Process ChildEnv-0:"). Before the
+    rebuild one is raised inside the unpickling, where the forkserver's child exits without a word.
     """
 
     def __init__(self, buffers, wake, ready, conn):
@@ -146,6 +152,7 @@ class WorkerHandles:
 
 
 def _rebuild_handles(data: bytes) -> Optional[WorkerHandles]:
+    ignore_worker_signals()  # only a new worker unpickles these (fork and spawn ones are born with them blocked)
     try:
         return WorkerHandles(*pickle.loads(data))
     except FileNotFoundError:  # a semaphore's name: the main process has released it

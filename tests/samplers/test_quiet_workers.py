@@ -139,17 +139,21 @@ def test_a_worker_whose_semaphores_are_released_before_it_starts_exits_quietly()
         rebuild, arguments = entry.WorkerHandles(None, wake, ready, None).__reduce__()
     finally:
         context.set_spawning_popen(None)
-    assert isinstance(rebuild(*arguments), entry.WorkerHandles)  # the names exist: rebuilt
-    del wake, ready  # their names are released (SemLock's finalizer unlinks them)
-    assert rebuild(*arguments) is None
+    # Rebuilding the handles and worker_main ignore Ctrl-C and SIGHUP, as a worker does: this process gets its own
+    # handling back after them (the processes later tests start would otherwise inherit the signals ignored).
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
     try:
+        assert isinstance(rebuild(*arguments), entry.WorkerHandles)  # the names exist: rebuilt
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # as a new worker does, before its bootstrap
+        del wake, ready  # their names are released (SemLock's finalizer unlinks them)
+        assert rebuild(*arguments) is None
         with pytest.raises(SystemExit) as exit_info:
             entry.worker_main(0, None, None)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     assert exit_info.value.code == entry.MAIN_PROCESS_GONE != 0
+    assert all(signal.getsignal(signum) is handler for signum, handler in previous.items())
 
 
 HELPERS_STARTED_SCRIPT = """

@@ -196,3 +196,27 @@ def test_metaworld_own_evaluation_runs_metaworlds_function(tmp_path, capsys, con
     assert lines[2].startswith("reach-v3") and "| " in lines[2] and "replay" not in lines[2]
     strip = lambda text: [line.split(" (")[0] for line in text.splitlines()]  # noqa: E731  (the timing)
     assert all(strip(out) == strip(outs[0]) for out in outs)
+
+
+def test_property_mutants_name_lines_the_package_has_once():
+    """Each planted bug replaces a line that is in the package exactly once (a refactoring that moves one makes
+    the tool refuse it rather than test an unchanged copy)."""
+    from pathlib import Path
+
+    tool = load_tool("property_mutants")
+    assert len(tool.MUTANTS) >= 9
+    for name, (path, old, new) in tool.MUTANTS.items():
+        assert old != new, name
+        assert (Path(tool.ROOT) / path).read_text().count(old) == 1, (name, path)
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+def test_property_mutants_catch_a_planted_bug_and_pass_the_package(capsys):
+    """The unchanged copy passes the quick test and its cases; a copy whose reset seeds ignore the call fails
+    at the first case (every case has a second call)."""
+    load_tool("property_mutants").main(["--mutants", "none", "reset-seeds-ignore-the-call", "--seeds", "0",
+                                        "--cases", "3"])
+    lines = capsys.readouterr().out.splitlines()
+    assert re.match(r"none +not caught +\| - \|", lines[1]), lines
+    assert re.match(r"reset-seeds-ignore-the-call +caught +\| 1 \|", lines[2]), lines

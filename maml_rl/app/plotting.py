@@ -112,6 +112,10 @@ def plot_returns(returns_per_step: np.ndarray, path: str | Path, title: str) -> 
     plt.close(fig)
 
 
+def _seeds(n: int) -> str:
+    return "1 seed" if n == 1 else f"{n} seeds"
+
+
 def plot_iqm_curves(groups: Sequence[Any], output: str | Path) -> None:
     """report.py's ``--plot``: each group's training curve over its seeds as IQM with a 95% band, one panel
     per env. ``groups``: ``(env, label, seeds, curve)`` with ``curve`` as ``maml_rl.app.reports.curves``
@@ -121,7 +125,7 @@ def plot_iqm_curves(groups: Sequence[Any], output: str | Path) -> None:
     figure, axes = plt.subplots(1, len(envs), figsize=(7 * len(envs), 4.5), squeeze=False)
     for ax, env in zip(axes[0], envs):
         for _, label, seeds, c in (g for g in groups if g[0] == env):
-            ax.plot(c["env_steps"], c["iqm"], label=f"{label} ({seeds} seeds)")
+            ax.plot(c["env_steps"], c["iqm"], label=f"{label} ({_seeds(seeds)})")
             ax.fill_between(c["env_steps"], c["low"], c["high"], alpha=0.25)
         ax.set(title=env, xlabel="env steps", ylabel="return after adaptation (IQM, 95% CI)")
         ax.legend(loc="lower right", fontsize="small")
@@ -152,7 +156,7 @@ def plot_attempt_curves(groups: Sequence[Any], output: str | Path, references: S
                 x = c["stage"] + 1
                 stages = max(stages, len(x))
                 (line,) = ax.plot(x, c["iqm"], marker="o" if len(x) <= 25 else None, color=colours[label])
-                legend.setdefault(f"{label} ({seeds} seeds)", line)
+                legend.setdefault(f"{label} ({_seeds(seeds)})", line)
                 ax.fill_between(x, c["low"], c["high"], color=colours[label], alpha=0.2)
                 for values in c["runs"]:
                     ax.scatter(x, values, color=colours[label], s=8, alpha=0.5)

@@ -26,16 +26,37 @@ class SignalExit(SystemExit):
         self.signal_name = signal.Signals(signum).name
 
 
+def _already_stopping() -> bool:
+    """Whether the exception of an earlier stop signal is being handled: the script is on its way to the exit."""
+    error, seen = sys.exc_info()[1], set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, (KeyboardInterrupt, SignalExit)):
+            return True
+        seen.add(id(error))
+        error = error.__context__
+    return False
+
+
+# A second signal while the first one's exception unwinds (a double Ctrl-C) is dropped: the script is already
+# stopping, and its exit status is the first signal's. Raised, it would cut a clean-up short, or, landing in code
+# that cannot raise (a weakref callback run by an import in a clean-up), print "Exception ignored" and a traceback.
+def _raise_keyboard_interrupt(signum, frame):
+    if not _already_stopping():
+        raise KeyboardInterrupt
+
+
 def _raise_signal_exit(signum, frame):
-    raise SignalExit(signum)
+    if not _already_stopping():
+        raise SignalExit(signum)
 
 
 def install_signal_handlers() -> None:
-    """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP :class:`SignalExit`; idempotent."""
+    """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP :class:`SignalExit`, each unless an earlier one is
+    already being handled; idempotent."""
     # A shell starts a background job (`train.py &` in a script) with SIGINT ignored, and Python keeps that:
     # a run that cannot be interrupted. SIGINT is this script's way to stop, so it is always honoured.
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.default_int_handler):
+        signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     # A SIGTERM or SIGHUP already ignored (nohup) or handled by whoever embeds the script is left alone.
     for name in ("SIGTERM", "SIGHUP"):
         signum = getattr(signal, name, None)

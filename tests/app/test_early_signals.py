@@ -70,3 +70,38 @@ def test_a_signal_after_the_script_is_done_changes_nothing():
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+
+
+DOUBLE_SIGNAL_SCRIPT = """
+import signal, sys, weakref
+from maml_rl.app.startup import install_signal_handlers
+
+install_signal_handlers()
+try:
+    try:
+        raise ValueError("an unrelated error being handled")
+    except ValueError:
+        signal.raise_signal(signal.SIGINT)  # the first Ctrl-C: raised, whatever else is being handled
+except KeyboardInterrupt:
+    # The clean-up meets a second Ctrl-C in a weakref callback (an import's module lock runs one), then a SIGTERM.
+    class Thing:
+        pass
+    thing = Thing()
+    ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
+    del thing
+    try:
+        raise OSError("a clean-up step that failed")
+    except OSError:
+        signal.raise_signal(signal.SIGTERM)
+    print("cleaned up")
+    sys.exit(130)
+"""
+
+
+def test_a_second_signal_while_the_first_unwinds_is_dropped(tmp_path):
+    """A second Ctrl-C, 50 ms after the first while train.py's workers started, landed in an import's weakref
+    callback and printed "Exception ignored in: <function _get_module_lock.<locals>.cb>" and a traceback; a
+    SIGTERM then would have cut the clean-up short."""
+    done = subprocess.run([sys.executable, "-c", DOUBLE_SIGNAL_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "cleaned up\n", "")

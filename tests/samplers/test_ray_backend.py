@@ -176,15 +176,15 @@ def test_info_values_and_mean_actions_cross_the_cluster_bit_identically(cluster,
                                                 4, 6, actions="mean")
     for batch, want in zip(local_mean, reference):
         assert torch.equal(batch.actions, want["actions"])
-    for actors in (3,):
-        remote, remote_mean = run(backend="ray", ray_actors=actors)
-        for batches_a, batches_b in zip(local, remote):
-            for x, y in zip(batches_a, batches_b):
-                assert list(x.infos) == list(y.infos) == ["near", "x"]
-                assert all(torch.equal(x.infos[key], y.infos[key]) for key in x.infos)
-        for x, y in zip(local_mean, remote_mean):
-            assert y.actions_from == "mean"
-            assert torch.equal(x.actions, y.actions) and torch.equal(x.observations, y.observations)
+    actors = 3
+    remote, remote_mean = run(backend="ray", ray_actors=actors)
+    for batches_a, batches_b in zip(local, remote):
+        for x, y in zip(batches_a, batches_b):
+            assert list(x.infos) == list(y.infos) == ["near", "x"]
+            assert all(torch.equal(x.infos[key], y.infos[key]) for key in x.infos)
+    for x, y in zip(local_mean, remote_mean):
+        assert y.actions_from == "mean"
+        assert torch.equal(x.actions, y.actions) and torch.equal(x.observations, y.observations)
 
 
 @pytest.mark.slow
@@ -209,12 +209,12 @@ def test_a_users_plain_policy_gives_the_local_bits_on_three_actors(cluster, batc
             return [sampler.rollout(tasks), sampler.rollout(tasks, params=own)]
 
     local = run(num_workers=0)
-    for actors in (3,):
-        remote = run(backend="ray", ray_actors=actors)
-        for a, b in zip(local, remote):
-            for x, y in zip(a, b):
-                for name in ("observations", "actions", "rewards", "lengths"):
-                    assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
+    actors = 3
+    remote = run(backend="ray", ray_actors=actors)
+    for a, b in zip(local, remote):
+        for x, y in zip(a, b):
+            for name in ("observations", "actions", "rewards", "lengths"):
+                assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
 
 
 @pytest.mark.slow
@@ -228,8 +228,7 @@ def test_a_policy_without_stacked_parameters_is_split_invariant(cluster, probe_s
             return _episodes(sampler, sampler.sample_tasks(5))
 
     local = run(num_workers=0)
-    for actors in (3,):
-        _assert_equal(local, run(backend="ray", ray_actors=actors))
+    _assert_equal(local, run(backend="ray", ray_actors=3))
 
 
 @pytest.mark.slow
@@ -522,13 +521,13 @@ def test_trials_of_a_recurrent_policy_equal_the_local_ones_on_three_actors(clust
             return [adapted, continued]
 
     local = run(num_workers=0)
-    for actors in (3,):
-        remote = run(backend="ray", ray_actors=actors)
-        for a, b in zip(local, remote):
-            for x, y in zip(a, b):
-                for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs", "final_state"):
-                    assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
-                assert x.chunk_states is None or torch.equal(x.chunk_states, y.chunk_states)
+    actors = 3
+    remote = run(backend="ray", ray_actors=actors)
+    for a, b in zip(local, remote):
+        for x, y in zip(a, b):
+            for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs", "final_state"):
+                assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
+            assert x.chunk_states is None or torch.equal(x.chunk_states, y.chunk_states)
 
 
 @pytest.mark.slow
@@ -548,13 +547,13 @@ def test_trials_of_the_transformer_equal_the_local_ones_on_three_actors(cluster)
                     for reset in (False, True)]
 
     local = run(num_workers=0)
-    for actors in (3,):
-        remote = run(backend="ray", ray_actors=actors)
-        for a, b in zip(local, remote):
-            for x, y in zip(a, b):
-                assert x.log_probs.shape[0] == 21
-                for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs"):
-                    assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
+    actors = 3
+    remote = run(backend="ray", ray_actors=actors)
+    for a, b in zip(local, remote):
+        for x, y in zip(a, b):
+            assert x.log_probs.shape[0] == 21
+            for name in ("observations", "actions", "rewards", "dones", "lengths", "log_probs"):
+                assert torch.equal(getattr(x, name), getattr(y, name)), (actors, name)
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -220,3 +221,59 @@ def test_property_mutants_catch_a_planted_bug_and_pass_the_package(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert re.match(r"none +not caught +\| - \|", lines[1]), lines
     assert re.match(r"reset-seeds-ignore-the-call +caught +\| 1 \|", lines[2]), lines
+
+
+@pytest.fixture
+def stats():
+    if os.environ.get("MAML_RL_REQUIRE_STATS"):
+        import rliable  # noqa: F401  (CI installs the stats extra: missing, this fails instead of skipping)
+    else:
+        pytest.importorskip("rliable")
+
+
+def test_reference_ratios_reads_each_runs_references_and_summarises_over_seeds(stats, capsys):
+    """The committed bandit runs: each row is its references.json's policy figures, and the IQM of two runs is
+    their mean (the middle half of two scores is both), inside the interval their resamples span."""
+    from pathlib import Path
+
+    tool = load_tool("reference_ratios")
+    root = Path(tool.ROOT) / "docs/runs/bandit-k5-n100"
+    runs = [root / "rl2/seed-2", root / "rl2/seed-3"]
+    tool.main(["--reps", "200", "--group", "RL²", *map(str, runs), "--group", "Transformer",
+               str(root / "transformer")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("bandit: score = the policy's realised regret")
+    by_hand = []
+    for line, run in zip(lines[2:4], runs):
+        policy = json.loads((run / "references.json").read_text())["algorithms"]["policy"]
+        regret, ratio = policy["realised_regret"]["mean"], policy["against"]["thompson"]["regret_ratio"]
+        assert line.split()[2:4] == [f"{regret:.2f}", "±"] and line.split()[-1] == f"{ratio:.3f}", line
+        by_hand.append((regret, ratio))
+    (a, ra), (b, rb) = by_hand
+    numbers = [float(x) for x in re.findall(r"-?\d+\.\d+", lines[4])]
+    assert lines[4].startswith("RL²") and "over 2 run(s)" in lines[4], lines[4]
+    assert numbers[0] == pytest.approx((a + b) / 2, abs=0.006) and numbers[3] == pytest.approx((ra + rb) / 2, abs=6e-4)
+    assert min(a, b) - 0.006 <= numbers[1] <= numbers[0] <= numbers[2] <= max(a, b) + 0.006, lines[4]
+    assert sum(line.startswith("Transformer ") for line in lines) == 4  # its three seed-* folders and the IQM
+
+
+def test_reference_ratios_refuses_what_it_cannot_compare(stats, tmp_path, capsys):
+    from pathlib import Path
+
+    tool = load_tool("reference_ratios")
+    docs = Path(tool.ROOT) / "docs/runs"
+    bandit, mdp = docs / "bandit-k5-n100/rl2/seed-2", docs / "tabular-mdp-10x5/rl2/seed-2"
+    with pytest.raises(SystemExit):
+        tool.main(["--reps", "10", "--group", "mixed", str(bandit), str(mdp)])
+    assert "different benchmarks (bandit, mdp)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tool.main(["--reps", "10", "--group", "twice", str(bandit), str(bandit)])
+    assert "a run is given twice" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="neither it nor a seed-\\* folder in it holds references.json"):
+        tool.main(["--group", "empty", str(tmp_path)])
+    (tmp_path / "references.json").write_text("{not json")
+    with pytest.raises(SystemExit, match="is not JSON"):
+        tool.main(["--group", "corrupt", str(tmp_path)])
+    (tmp_path / "references.json").write_text(json.dumps({"benchmark": "bandit", "algorithms": {}}))
+    with pytest.raises(SystemExit, match="holds no policy evaluated"):
+        tool.main(["--group", "no-policy", str(tmp_path)])

@@ -32,7 +32,7 @@ from maml_rl.app.reports import _interval  # noqa: E402
 #: benchmark -> (the policy's score, what it means, the reference, the ratio's key)
 METRICS = {
     "bandit": ("realised_regret", "realised regret (lower is better)", "thompson", "regret_ratio"),
-    "mdp": ("total_return", "the trial's total return (higher is better)", "psrl", "return_ratio"),
+    "mdp": ("total_return", "total return over the trial (higher is better)", "psrl", "return_ratio"),
 }
 
 

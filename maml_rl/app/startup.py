@@ -10,9 +10,11 @@ handlers are in place from a script's first lines, before those imports.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
 import sys
+import threading
 from typing import Iterator
 
 __all__ = ["SignalExit", "install_signal_handlers", "quiet_interrupt"]
@@ -37,17 +39,50 @@ def _already_stopping() -> bool:
     return False
 
 
-# A second signal while the first one's exception unwinds (a double Ctrl-C) is dropped: the script is already
-# stopping, and its exit status is the first signal's. Raised, it would cut a clean-up short, or, landing in code
-# that cannot raise (a weakref callback run by an import in a clean-up), print "Exception ignored" and a traceback.
+def _swallowed_in(frame) -> bool:
+    """Whether an exception raised in ``frame`` would be printed as "Exception ignored" and lost: in a finalizer,
+    or in the weakref callback that an import runs when it drops its module lock."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or (code.co_name == "cb" and code.co_filename == "<frozen importlib._bootstrap>"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+#: Delay before a signal that met a finalizer is delivered again, in seconds: the finalizer has returned by then.
+REDELIVERY_DELAY = 0.01
+
+
+def _stop(signum, frame, error) -> None:
+    # A second signal while the first one's exception unwinds (a double Ctrl-C) is dropped: the script is already
+    # stopping, and its exit status is the first signal's. Raised, it would cut a clean-up short.
+    if _already_stopping():
+        return
+    if _swallowed_in(frame):
+        # Raised here it would print a traceback and be lost (the run going on): deliver it again once out.
+        timer = threading.Timer(REDELIVERY_DELAY, _redeliver, args=(signum,))
+        timer.daemon = True
+        timer.start()
+        return
+    raise error
+
+
+def _redeliver(signum: int) -> None:
+    # To the main thread itself, as a signal: a sleep or a wait there wakes up (_thread.interrupt_main would only
+    # set Python's flag, seen once the wait ends).
+    if hasattr(signal, "pthread_kill"):
+        signal.pthread_kill(threading.main_thread().ident, signum)
+    else:
+        _thread.interrupt_main(signum)
+
+
 def _raise_keyboard_interrupt(signum, frame):
-    if not _already_stopping():
-        raise KeyboardInterrupt
+    _stop(signum, frame, KeyboardInterrupt())
 
 
 def _raise_signal_exit(signum, frame):
-    if not _already_stopping():
-        raise SignalExit(signum)
+    _stop(signum, frame, SignalExit(signum))
 
 
 def install_signal_handlers() -> None:

@@ -105,3 +105,43 @@ def test_a_second_signal_while_the_first_unwinds_is_dropped(tmp_path):
     done = subprocess.run([sys.executable, "-c", DOUBLE_SIGNAL_SCRIPT], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (130, "cleaned up\n", "")
+
+
+SWALLOWED_SIGNAL_SCRIPT = """
+import signal, sys, time, weakref
+from maml_rl.app.startup import install_signal_handlers
+
+install_signal_handlers()
+# The callback an import runs when it drops its module lock, as importlib names it, and a finalizer: an exception
+# raised in either is printed as "Exception ignored" and lost.
+namespace = {{"signal": signal}}
+exec(compile("def cb(ref):\\n    signal.raise_signal(signal.{name})\\n", "<frozen importlib._bootstrap>", "exec"),
+     namespace)
+
+
+class Thing:
+    def __del__(self):
+        signal.raise_signal(signal.{name})
+
+
+thing = Thing()
+ref = weakref.ref(thing, namespace["cb"]) if {callback} else None
+try:
+    del thing
+    time.sleep(10)
+    print("the signal was lost")
+except (KeyboardInterrupt, SystemExit) as stop:
+    print(type(stop).__name__)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("callback", [True, False], ids=["module-lock-callback", "finalizer"])
+def test_a_signal_that_lands_in_a_finalizer_is_delivered_after_it(name, callback):
+    """Raised inside the callback, Ctrl-C printed "Exception ignored" and a traceback, and the run went on."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SWALLOWED_SIGNAL_SCRIPT.format(name=name, callback=callback)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    expected = "KeyboardInterrupt" if name == "SIGINT" else "SignalExit"
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected + "\n", "")
+    assert time.monotonic() - started < 8  # not after the 10 s sleep

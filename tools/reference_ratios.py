@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from maml_rl.app.reports import _interval  # noqa: E402
 
-#: benchmark -> (the policy's score, what it means, the reference, the ratio's key)
+#: benchmark -> (the policy's score, what it means, the reference, the reference's score, the ratio's key)
 METRICS = {
-    "bandit": ("realised_regret", "realised regret (lower is better)", "thompson", "regret_ratio"),
-    "mdp": ("total_return", "total return over the trial (higher is better)", "psrl", "return_ratio"),
+    "bandit": ("realised_regret", "realised regret (lower is better)", "thompson", "regret", "regret_ratio"),
+    "mdp": ("total_return", "total return over the trial (higher is better)", "psrl", "total_return", "return_ratio"),
 }
 
 
@@ -58,12 +58,11 @@ def read_run(folder: Path, name: str) -> Row:
     if benchmark not in METRICS or "policy" not in data.get("algorithms", {}):
         raise SystemExit(f"error: {path} holds no policy evaluated against a bandit or MDP reference; write it with "
                          f"python -m maml_rl.references bandit|mdp --on {folder}/results.npz")
-    key, _, reference, ratio = METRICS[benchmark]
+    key, _, reference, reference_key, ratio = METRICS[benchmark]
     algorithms = data["algorithms"]
     policy = algorithms["policy"]
-    ref_key = "regret" if benchmark == "bandit" else "total_return"
     return Row(folder, benchmark, float(policy[key]["mean"]), float(policy[key]["sem"]),
-               float(algorithms[reference][ref_key]["mean"]), float(policy["against"][reference][ratio]))
+               float(algorithms[reference][reference_key]["mean"]), float(policy["against"][reference][ratio]))
 
 
 def find_runs(folder: Path, name: str) -> List[Path]:
@@ -99,7 +98,7 @@ def main(argv: List[str] | None = None) -> None:
         parser.error(f"the runs' references are of different benchmarks ({', '.join(sorted(benchmarks))}); "
                      "summarise each apart")
     benchmark = benchmarks.pop()
-    _, meaning, reference, _ = METRICS[benchmark]
+    _, meaning, reference, _, _ = METRICS[benchmark]
     print(f"{benchmark}: score = the policy's {meaning}; ratio = score / {reference}'s on the same tasks "
           f"({args.file})")
     print(f"{'group':<14} {'run':<52} {'score':>16} {reference:>9} {'ratio':>7}")

@@ -277,3 +277,18 @@ def test_reference_ratios_refuses_what_it_cannot_compare(stats, tmp_path, capsys
     (tmp_path / "references.json").write_text(json.dumps({"benchmark": "bandit", "algorithms": {}}))
     with pytest.raises(SystemExit, match="holds no policy evaluated"):
         tool.main(["--group", "no-policy", str(tmp_path)])
+
+
+def test_reference_ratios_of_one_run_is_that_run(stats, capsys):
+    """One seed: the IQM and both ends of its interval are the run's own figures (nothing to resample)."""
+    from pathlib import Path
+
+    tool = load_tool("reference_ratios")
+    run = Path(tool.ROOT) / "docs/runs/tabular-mdp-10x5/transformer/seed-2"
+    tool.main(["--group", "one", str(run)])
+    lines = capsys.readouterr().out.splitlines()
+    policy = json.loads((run / "references.json").read_text())["algorithms"]["policy"]
+    total, ratio = f"{policy['total_return']['mean']:.2f}", f"{policy['against']['psrl']['return_ratio']:.3f}"
+    assert lines[0].startswith("mdp: score = the policy's total return")
+    assert lines[-1] == f"one            IQM over 1 run(s) [95% CI]: score {total} [{total}, {total}], " \
+                        f"ratio {ratio} [{ratio}, {ratio}]", lines

@@ -94,7 +94,7 @@ class _Block(nn.Module):
         ops = ops or _PLAIN
         x = x + ops.linear(attended, self.out)
         first, activation, second = self.mlp
-        h = ops.per_task(activation, ops.linear(ops.per_task(self.norm2, x), first))
+        h = ops.per_task(activation, ops.linear(ops.rowwise(self.norm2, x), first))
         return x + ops.linear(h, second)
 
 
@@ -180,7 +180,7 @@ class TransformerPolicy(nn.Module):
         """The head's distribution of the final tokens ``x``; with a step's task batches, of batch shape the
         call's ``[K, B]``."""
         ops = ops or _PLAIN
-        out = ops.unflat(ops.linear(ops.per_task(self.norm, x), self.head))
+        out = ops.unflat(ops.linear(ops.rowwise(self.norm, x), self.head))
         if self.categorical:
             return Categorical(logits=out, validate_args=False)
         scale = self.sigma.clamp(min=self.min_log_std).exp()
@@ -198,15 +198,27 @@ class TransformerPolicy(nn.Module):
         needed = int(positions.max()) + 1 if n else 0
         if needed > state.capacity:
             state = _grow(state, max(needed, 2 * state.capacity, 16))
-        rows = torch.arange(n, device=inputs.device)
-        x = self.embed(inputs, ops) + ops.per_task(lambda p: positional_encoding(p, self.d_model), positions)
+        x = self.embed(inputs, ops) + ops.per_task(lambda p: positional_encoding(p, self.d_model), positions,
+                                                   self.d_model // 2)
+        # Rows at one position share one product across tasks, which gives each task the bits of its own products
+        # (a batched product's items do not depend on the batch) unless a task's product would be a batch of one
+        # query (one head, one row), which torch computes another way: with one head, each task alone.
+        parts = [slice(0, n)] if self.num_heads > 1 else ops.parts(n)
+        groups = [(part, _groups(positions[part], self.window)) for part in parts]
+        lockstep = len(parts) == 1 and len(groups[0][1]) == 1  # every row at one position
+        rows = None if lockstep else torch.arange(n, device=inputs.device)
         for block, keys, values in zip(self.blocks, state.keys, state.values):
-            q, k, v = block.heads(ops.per_task(block.norm1, x), ops)  # [n, heads, head_size]
-            keys[rows, :, positions] = k
-            values[rows, :, positions] = v
-            # Attention on each task's rows alone: a product's bits then never depend on the other tasks.
-            attended = torch.cat([_attend(block, q[part], keys[part], values[part], positions[part], self.window)
-                                  for part in ops.parts(n)])
+            q, k, v = block.heads(ops.rowwise(block.norm1, x), ops)  # [n, heads, head_size]
+            if lockstep:
+                position = groups[0][1][0][2] - 1
+                keys[:, :, position] = k
+                values[:, :, position] = v
+            else:
+                keys[rows, :, positions] = k
+                values[rows, :, positions] = v
+            attended = [_attend(block, q[part], keys[part], values[part], part_groups)
+                        for part, part_groups in groups]
+            attended = attended[0] if len(attended) == 1 else torch.cat(attended)
             x = block.finish(x, attended.reshape(n, self.d_model), ops)
         return self.distribution(x, ops), KVCache(state.keys, state.values, positions + 1)
 
@@ -230,12 +242,12 @@ class TransformerPolicy(nn.Module):
         return self.distribution(x.transpose(0, 1)), None
 
 
-def _attend(block: _Block, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor,
-            window: Optional[int]) -> torch.Tensor:
+def _attend(block: _Block, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+            groups: List[tuple]) -> torch.Tensor:
     """One step's attention of queries ``q`` ``[n, heads, head_size]`` over their rows' cached keys and values,
-    each row up to its own position (rows at one position share one product)."""
+    each row up to its own position: ``groups`` (:func:`_groups`) share one product each."""
     attended = torch.empty_like(q)
-    for index, lo, hi in _groups(positions, window):
+    for index, lo, hi in groups:
         qs = q if index is None else q[index]
         ks, vs = (keys, values) if index is None else (keys[index], values[index])
         # Batched products of one query row each: the bits of the einsums they replaced (checked on the committed
@@ -250,24 +262,41 @@ def _attend(block: _Block, q: torch.Tensor, keys: torch.Tensor, values: torch.Te
 
 
 class _TaskOps:
-    """The arithmetic of a step on flat rows, arranged for ``tasks`` ``(K, B)`` (``None``: one plain call):
-    linear maps as one batched product per task and functions on each task's block alone
-    (:func:`~maml_rl.policies.recurrent._linear`, :func:`~maml_rl.policies.recurrent._elementwise`), so a
-    task's rows get the same bits whatever the other tasks of the call, as :class:`GRUPolicy`'s do."""
+    """The arithmetic of a step on flat rows, arranged for ``tasks`` ``(K, B)`` (``None``: one plain call) so
+    that a task's rows get the same bits whatever the other tasks of the call, as :class:`GRUPolicy`'s do:
+    linear maps as one batched product per task (:func:`~maml_rl.policies.recurrent._linear`); row-wise
+    functions (LayerNorm) on all rows at once, since torch computes each row alone; elementwise functions
+    (GELU, sinusoids, the encoder's nonlinearity) on all rows at once where that is exact, else on each task's
+    block alone (:func:`~maml_rl.policies.recurrent._elementwise`)."""
 
     def __init__(self, tasks: Optional[Tuple[int, int]]) -> None:
         self.tasks = tasks
+        self.one_thread = torch.get_num_threads() == 1
 
     def linear(self, x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
         if self.tasks is None:
             return F.linear(x, layer.weight, layer.bias)
         return _linear(x.reshape(*self.tasks, x.shape[-1]), layer, True).reshape(x.shape[0], -1)
 
-    def per_task(self, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        if self.tasks is None:
+    def rowwise(self, norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+    def per_task(self, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                 width: Optional[int] = None) -> torch.Tensor:
+        """``fn`` elementwise on ``x`` ``[n, ...]``, or (``width``) a function of ``x`` ``[n]`` computed
+        elementwise on ``[n, width]``."""
+        numel = x.numel() if width is None else x.numel() * width
+        if self.tasks is None or self.exact_on_all_rows(x.shape[-1] if width is None else width, numel):
             return fn(x)
         out = _elementwise(fn, self.unflat(x), True)  # [K, B, ...]
         return out.reshape(x.shape[0], *out.shape[2:])
+
+    def exact_on_all_rows(self, width: int, numel: int) -> bool:
+        """Whether an elementwise function gives each row the same bits on all rows as on its task's alone:
+        torch's vectorised loops compute a tensor's tail past the last whole vector pair (at most 32 floats)
+        another way, and with threads each chunk's; with rows of a multiple of 32 floats on one thread (or
+        under torch's grain of 32,768 elements, one chunk) no row lies in a tail either way."""
+        return width % 32 == 0 and (self.one_thread or numel < 32768)
 
     def parts(self, n: int) -> List[slice]:
         """Each task's rows (all rows for a plain call)."""

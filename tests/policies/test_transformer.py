@@ -305,8 +305,13 @@ THREADS_AND_GROUPS = {1: ((0, 1), (3, 4), (1, 3), (2, 7)), 2: ((0, 1), (2, 7))}
 
 
 @pytest.mark.parametrize("num_threads", [1, pytest.param(2, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("categorical, hidden", [(False, ()), (True, (6,))])
-def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categorical, hidden, num_threads):
+@pytest.mark.parametrize("categorical, hidden, d_model, heads", [
+    (False, (), 16, 4), (True, (6,), 16, 4),
+    (False, (), 64, 4),  # every elementwise function on all rows at once (rows of 32 floats or more)
+    (True, (32,), 32, 1),  # one head: each task's own attention products; sinusoids task by task
+])
+def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categorical, hidden, d_model, heads,
+                                                                          num_threads):
     """The sampler steps every task in one call (supports_task_batches); a task's numbers must not depend on the
     other tasks of the call (how many, where it sits) or the thread count, since workers and Ray actors group
     tasks differently: groups of 1, 2 and 5 of 7 tasks (first, middle, last; an odd group pairs its last task with
@@ -314,7 +319,7 @@ def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categor
     cache to grow twice, with rows at different positions (partial mode); the whole call on one thread, the groups
     on one and (the one-task and five-task groups) on two."""
     torch.manual_seed(5)
-    policy = TransformerPolicy(InputFormat().size(2, 2), 3, d_model=16, num_layers=2, num_heads=4,
+    policy = TransformerPolicy(InputFormat().size(2, 2), 3, d_model=d_model, num_layers=2, num_heads=heads,
                                categorical=categorical, hidden_sizes=hidden)
     threads = torch.get_num_threads()
     try:
@@ -340,3 +345,37 @@ def test_one_call_for_all_tasks_gives_each_task_the_bits_of_its_own_call(categor
     flat = decode(policy, inputs[:, 0])
     torch.testing.assert_close(flat, _step_tasks(policy, inputs[:, :1], torch.ones(T, 1, B, dtype=bool))[0][:, 0],
                                atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_functions_on_all_rows_give_each_task_block_its_own_bits(num_threads):
+    """What a step's one call for all tasks rests on (``_TaskOps``): LayerNorm on all rows equals it on each
+    task's block alone at any width; GELU, tanh, sin and cos do at the widths the step runs them on all rows
+    (multiples of 32 floats, on one thread or under torch's grain), and the step keeps to those. A torch whose
+    kernels break this fails here, not in a seeded run's bits."""
+    from maml_rl.policies.transformer import _TaskOps
+
+    generator = torch.Generator().manual_seed(3)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(num_threads)
+        for width in (1, 5, 16, 17, 32, 33, 64, 96, 256):
+            norm = torch.nn.LayerNorm(width)
+            with torch.no_grad():
+                norm.weight.normal_(generator=generator), norm.bias.normal_(generator=generator)
+            for K, B in ((2, 1), (3, 5), (7, 3), (20, 1)):
+                x = torch.randn(K, B, width, generator=generator) * 3
+                ops = _TaskOps((K, B))
+                flat = x.reshape(K * B, width)
+                functions = [lambda a: torch.nn.functional.layer_norm(a, (width,), norm.weight, norm.bias)]
+                if ops.exact_on_all_rows(width, flat.numel()):
+                    functions += [torch.nn.functional.gelu, torch.tanh, torch.sin, torch.cos]
+                elif width % 32 == 0:
+                    assert num_threads > 1 and flat.numel() >= 32768
+                with torch.no_grad():
+                    for fn in functions:
+                        blocks = torch.stack([fn(block) for block in x])
+                        assert torch.equal(fn(flat).reshape(K, B, width), blocks), (width, K, B, fn)
+                        assert torch.equal(ops.per_task(fn, flat).reshape(K, B, width), blocks), (width, K, B, fn)
+    finally:
+        torch.set_num_threads(threads)

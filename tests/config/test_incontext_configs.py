@@ -1,5 +1,5 @@
 """The in-context benchmarks' RL² configs: their trials are the benchmarks' (attempts, horizon), and each
-trains an iteration."""
+trains an iteration; each Transformer config samples as its RL² counterpart."""
 
 import json
 
@@ -46,3 +46,19 @@ def test_config_trains_an_iteration(tmp_path, name, keys):
                 "--set", "ppo-epochs=1", "--set", "ppo-minibatches=1"])
     metrics = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert all(key in metrics for key in keys), sorted(metrics)
+
+
+TRANSFORMER_CONFIGS = sorted(str(path.relative_to(ROOT / "configs" / "transformer"))[:-len(".yaml")]
+                             for path in (ROOT / "configs" / "transformer").rglob("*.yaml"))
+# What sets a trial's env steps and returns: the same in both, so the two compare at equal env steps.
+SAMPLING_KEYS = ("env-name", "env-kwargs", "episodes-per-trial", "fast-batch-size", "meta-batch-size",
+                 "num-batches", "gamma", "gae-lambda", "reward-scale", "trial-inputs")
+
+
+@pytest.mark.parametrize("name", TRANSFORMER_CONFIGS)
+def test_a_transformer_config_samples_as_its_rl2_counterpart(name):
+    transformer = load_config(ROOT / "configs" / "transformer" / f"{name}.yaml")
+    rl2 = load_config(ROOT / "configs" / "rl2" / f"{name}.yaml")
+    assert (transformer["algorithm"], rl2["algorithm"]) == ("transformer-ppo", "rl2-ppo")
+    assert {key: transformer[key] for key in SAMPLING_KEYS} == {key: rl2[key] for key in SAMPLING_KEYS}
+    assert transformer["context-window"] is None  # the whole trial, as RL²'s BPTT over it

@@ -27,7 +27,10 @@ from torch.distributions import Categorical, Distribution, Independent, Normal
 from maml_rl.policies.policy import get_nonlinearity
 from maml_rl.policies.recurrent import _elementwise, _linear
 
-__all__ = ["KVCache", "TransformerPolicy"]
+__all__ = ["ATTENTION", "KVCache", "TransformerPolicy"]
+
+#: How the update may compute attention over whole trials (:class:`TransformerPolicy`'s ``attention``).
+ATTENTION = ("math", "fused")
 
 
 class KVCache(NamedTuple):
@@ -107,6 +110,10 @@ class TransformerPolicy(nn.Module):
     :param hidden_sizes: the token encoder's hidden layers (with ``nonlinearity``) before ``d_model``.
     :param window: attend to at most this many tokens (the current one included) at every layer;
         ``None``: the whole trial.
+    :param attention: how :meth:`forward_trials` (the update) attends over whole trials: ``"math"``, the
+        explicit ``T x T`` scores, masked, softmaxed and multiplied; or ``"fused"``, torch's
+        ``scaled_dot_product_attention``, the same numbers to rounding without the scores in memory (on one CPU
+        core about 8x faster at 1,500 tokens, forward and backward). Sampling (:meth:`step`) is the same either way.
     """
 
     is_recurrent = True
@@ -118,8 +125,11 @@ class TransformerPolicy(nn.Module):
     def __init__(self, input_size: int, output_size: int, d_model: int = 64, num_layers: int = 2,
                  num_heads: int = 4, window: Optional[int] = None, categorical: bool = False,
                  init_std: float = 1.0, min_std: float = 1e-6, hidden_sizes: Sequence[int] = (),
-                 nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh") -> None:
+                 nonlinearity: Callable[[torch.Tensor], torch.Tensor] | str = "tanh",
+                 attention: str = "math") -> None:
         super().__init__()
+        if attention not in ATTENTION:
+            raise ValueError(f"TransformerPolicy: attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
         if d_model % num_heads or d_model % 2:
             raise ValueError(f"TransformerPolicy: d_model ({d_model}) must be even and a multiple of num_heads "
                              f"({num_heads})")
@@ -128,6 +138,7 @@ class TransformerPolicy(nn.Module):
         self.input_size, self.output_size = int(input_size), int(output_size)
         self.d_model, self.num_layers, self.num_heads = int(d_model), int(num_layers), int(num_heads)
         self.window = None if window is None else int(window)
+        self.attention = attention
         self.categorical = bool(categorical)
         self.min_log_std = math.log(min_std)
         self.embed = _Encoder(self.input_size, tuple(int(h) for h in hidden_sizes), self.d_model,
@@ -235,10 +246,14 @@ class TransformerPolicy(nn.Module):
         allowed = causal_mask(T, self.window, inputs.device)
         for block in self.blocks:
             q, k, v = (a.transpose(1, 2) for a in block.heads(block.norm1(x)))  # [N, heads, T, head_size]
-            scores = q @ k.transpose(-1, -2) / math.sqrt(block.head_size)
-            scores = scores.masked_fill(~allowed, float("-inf"))
-            attended = (scores.softmax(-1) @ v).transpose(1, 2).reshape(N, T, self.d_model)
-            x = block.finish(x, attended)
+            if self.attention == "fused":
+                attended = F.scaled_dot_product_attention(q, k, v, attn_mask=None if self.window is None else allowed,
+                                                          is_causal=self.window is None)
+            else:
+                scores = q @ k.transpose(-1, -2) / math.sqrt(block.head_size)
+                scores = scores.masked_fill(~allowed, float("-inf"))
+                attended = scores.softmax(-1) @ v
+            x = block.finish(x, attended.transpose(1, 2).reshape(N, T, self.d_model))
         return self.distribution(x.transpose(0, 1)), None
 
 

@@ -59,7 +59,7 @@ def test_the_switch_is_refused_for_a_learner_without_it(reference_runs, tmp_path
 def test_the_memory_estimate_counts_the_transformers_data_not_a_gru():
     config = {**TransformerPPO.contract_config, "attempt-input": False, "context-window": None, "d-model": 64,
               "num-layers": 2, "num-heads": 4, "episodes-per-trial": 10, "fast-batch-size": 10,
-              "meta-batch-size": 10, "ppo-minibatches": 1}
+              "meta-batch-size": 10, "ppo-minibatches": 1, "attention": "math"}
     needs = TransformerPPO.memory_needs(None, config, observation_size=2, action_size=2, horizon=100)
     T, trials = 1000, 100
     # By hand: the inputs (2 + 2 + 2 wide), actions, 4 more floats a step; the update's activations and its
@@ -67,11 +67,18 @@ def test_the_memory_estimate_counts_the_transformers_data_not_a_gru():
     assert needs["trials of an iteration"] == trials * T * (6 + 2 + 4) * 4
     assert needs["the update's activations"] == trials * 2 * 4 * (12 * T * 64 + 2 * 4 * T * T)
     assert needs["the sampler's key/value caches"] == trials * 2 * 2 * 2 * 64 * T * 4
+    # Fused attention over the whole trial keeps a few numbers per token and head, not the scores; with a
+    # window it is given the mask, and the estimate keeps the scores.
+    fused = TransformerPPO.memory_needs(None, {**config, "attention": "fused"}, 2, 2, 100)
+    assert fused["the update's activations"] == trials * 2 * 4 * (12 * T * 64 + 4 * 4 * T)
+    windowed = TransformerPPO.memory_needs(None, {**config, "attention": "fused", "context-window": 50}, 2, 2, 100)
+    assert windowed["the update's activations"] == needs["the update's activations"]
 
 
-def test_the_first_update_starts_at_ratio_one_on_the_trials_the_cache_sampled(tmp_path):
+@pytest.mark.parametrize("attention", ["math", "fused"])
+def test_the_first_update_starts_at_ratio_one_on_the_trials_the_cache_sampled(tmp_path, attention):
     path = tmp_path / "t.yaml"
-    path.write_text(yaml.safe_dump(dict(TransformerPPO.contract_config)))
+    path.write_text(yaml.safe_dump({**TransformerPPO.contract_config, "attention": attention}))
     config = load_config(path)
     torch.manual_seed(0)
     env = build_env(config)

@@ -64,11 +64,12 @@ def naive(policy, inputs):
     return out
 
 
+@pytest.mark.parametrize("attention", ["math", "fused"])
 @pytest.mark.parametrize("window", [None, 1, 3])
 @pytest.mark.parametrize("length", [1, 2, 7, 20])
-def test_cached_decoding_equals_the_one_pass_and_the_naive_recomputation(window, length):
+def test_cached_decoding_equals_the_one_pass_and_the_naive_recomputation(window, length, attention):
     torch.manual_seed(length)
-    policy = TransformerPolicy(5, 2, d_model=16, num_layers=2, num_heads=4, window=window)
+    policy = TransformerPolicy(5, 2, d_model=16, num_layers=2, num_heads=4, window=window, attention=attention)
     inputs = torch.randn(length, 3, 5)
     distribution, state = policy.forward_trials(inputs)
     assert state is None
@@ -76,6 +77,27 @@ def test_cached_decoding_equals_the_one_pass_and_the_naive_recomputation(window,
     assert full.shape == (length, 3, 2)
     torch.testing.assert_close(decode(policy, inputs), full, atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(naive(policy, inputs), full, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("window", [None, 4])
+def test_fused_attention_trains_as_the_explicit_scores(window):
+    """The update's two ways of attending over whole trials give the same log-probabilities and gradients to
+    float32 rounding (long trials, a categorical head, several trials of a batch)."""
+    torch.manual_seed(2)
+    math_policy = TransformerPolicy(5, 3, d_model=16, num_layers=2, num_heads=4, window=window, categorical=True)
+    fused_policy = TransformerPolicy(5, 3, d_model=16, num_layers=2, num_heads=4, window=window, categorical=True,
+                                     attention="fused")
+    fused_policy.load_state_dict(math_policy.state_dict())
+    inputs, actions = torch.randn(60, 4, 5), torch.randint(0, 3, (60, 4))
+    grads = []
+    for policy in (math_policy, fused_policy):
+        log_probs = policy.forward_trials(inputs)[0].log_prob(actions)
+        log_probs.sum().backward()
+        grads.append((log_probs.detach(), [p.grad.clone() for p in policy.parameters()]))
+    torch.testing.assert_close(grads[1][0], grads[0][0], atol=ATOL, rtol=RTOL)
+    for fused, explicit in zip(grads[1][1], grads[0][1]):
+        torch.testing.assert_close(fused, explicit, atol=1e-4, rtol=1e-4)
+    assert not all(torch.equal(a, b) for a, b in zip(grads[1][1], grads[0][1]))  # two computations, not one
 
 
 def test_a_window_forgets_what_left_it_and_the_whole_trial_does_not():
@@ -106,6 +128,8 @@ def test_misuse_is_refused():
         TransformerPolicy(4, 2, d_model=10, num_heads=4)
     with pytest.raises(ValueError, match="window must be None"):
         TransformerPolicy(4, 2, d_model=8, num_heads=2, window=0)
+    with pytest.raises(ValueError, match="attention must be one of math, fused, got 'flash'"):
+        TransformerPolicy(4, 2, d_model=8, num_heads=2, attention="flash")
     policy = TransformerPolicy(4, 2, d_model=8, num_heads=2)
     with pytest.raises(ValueError, match="state=None and chunk=None"):
         policy.forward_trials(torch.zeros(3, 1, 4), chunk=2)

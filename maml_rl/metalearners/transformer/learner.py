@@ -43,12 +43,15 @@ class TransformerPPO(TrialPPO):
         width = InputFormat(attempt=config["attempt-input"]).size(observation_size, action_size)
         context = min(trial, config["context-window"] or trial)
         per_minibatch = -(-trials // config["ppo-minibatches"])
+        fused = config["attention"] == "fused" and config["context-window"] is None
         return {
             "trials of an iteration": trials * trial * (width + action_size + 4) * 4,
             # Each layer keeps its activations (~12 d_model a token) and, per head, a T x T score matrix
             # (masked, whatever the window) and its softmax, for the backward pass.
+            # (fused attention over the whole trial keeps no score matrix: a few numbers per token and head).
             "the update's activations": per_minibatch * config["num-layers"] * 4 * (
-                12 * trial * config["d-model"] + 2 * config["num-heads"] * trial * trial),
+                12 * trial * config["d-model"] + (4 * config["num-heads"] * trial if fused else
+                                                  2 * config["num-heads"] * trial * trial)),
             "the sampler's key/value caches": trials * 4 * config["num-layers"] * config["d-model"] * 4 * trial
             if context else 0,
         }
@@ -65,7 +68,7 @@ class TransformerPPO(TrialPPO):
         return TransformerPolicy(width, action_size, d_model=config["d-model"], num_layers=config["num-layers"],
                                  num_heads=config["num-heads"], window=config["context-window"],
                                  categorical=discrete, hidden_sizes=config["hidden-sizes"],
-                                 nonlinearity=config["nonlinearity"])
+                                 nonlinearity=config["nonlinearity"], attention=config["attention"])
 
     @staticmethod
     def config_problems(config: Mapping[str, Any]) -> list[str]:

@@ -9,7 +9,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tqdm import tqdm
 
-from maml_rl.app.config_files import build_env, overridden_env_kwargs
+from maml_rl.app.config_files import overridden_env_kwargs
+from maml_rl.app.env_builder import build_env
 from maml_rl.metalearners import make_metalearner, make_policy
 from maml_rl.app.runs import (
     CHECKPOINT_FILE,

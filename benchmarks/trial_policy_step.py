@@ -3,6 +3,7 @@
     python benchmarks/trial_policy_step.py step --positions 10 100 1000 2000 --batch-sizes 1 20 --rounds 5
     python benchmarks/trial_policy_step.py sampler --tasks 4 --batch-size 5 --episodes-per-trial 3 \\
         --max-episode-steps 500 --num-workers 0 2 --rounds 3
+    python benchmarks/trial_policy_step.py update --trials 10 --tokens 1500 --rounds 3
 
 ``step`` times ``TransformerPolicy.step`` (the call the sampler makes for a task's rows, under
 ``torch.no_grad`` and the sampler's torch settings) on one token per row at each trial position, the cache
@@ -10,6 +11,10 @@ already holding the earlier positions (capacity as the sampler's doubling leaves
 arithmetic does not depend on them). A round times every position, in a rotating order, ``--calls`` calls
 each, and takes the median call; the script reports, per batch size, the median over rounds of the per-round
 ratio against the first position, with its [min, max].
+
+``update`` times the update's one pass over whole trials (``forward_trials``, then the backward pass of the
+log-probabilities' sum) with ``attention="math"`` (the explicit ``T x T`` scores) and ``"fused"`` (torch's
+``scaled_dot_product_attention``), interleaved, and prints the ratio math/fused per round.
 
 ``sampler`` times ``MultiTaskSampler.rollout_trials`` end to end with RL²'s GRU policy and with the Transformer
 at the same width (GRU: hidden layers ``--width`` x 2 and a state of ``--width``, as configs/rl2/2d-navigation.yaml;
@@ -135,6 +140,32 @@ def sampler_benchmark(args: argparse.Namespace) -> None:
         print(f"    transformer/gru per round: {' '.join(f'{x:.2f}' for x in ratios)}   median {_summary(ratios)}")
 
 
+def update_benchmark(args: argparse.Namespace) -> None:
+    policies = {}
+    for attention in ("math", "fused"):
+        torch.manual_seed(0)
+        policies[attention] = TransformerPolicy(args.input_size, args.action_size, d_model=args.width,
+                                                num_layers=args.layers, num_heads=args.heads, attention=attention)
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn((args.tokens, args.trials, args.input_size), generator=generator)
+    actions = torch.randn((args.tokens, args.trials, args.action_size), generator=generator)
+    print(f"TransformerPolicy.forward_trials and its backward pass: {args.trials} trials of {args.tokens} tokens, "
+          f"d_model {args.width}, {args.layers} layers, {args.heads} heads; {args.rounds} rounds; seconds a pass")
+    times: Dict[str, List[float]] = {name: [] for name in policies}
+    names = list(policies)
+    for r in range(args.rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            policy = policies[name]
+            started = time.perf_counter()
+            policy.forward_trials(inputs)[0].log_prob(actions).sum().backward()
+            times[name].append(time.perf_counter() - started)
+            policy.zero_grad(set_to_none=True)
+    for name, values in times.items():
+        print(f"    {name:6s} {statistics.median(values):7.3f} s (median)   rounds: {' '.join(f'{v:.3f}' for v in values)}")
+    ratios = [m / f for m, f in zip(times["math"], times["fused"])]
+    print(f"    math/fused per round: {' '.join(f'{x:.2f}' for x in ratios)}   median {_summary(ratios)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--width", type=int, default=64, help="d_model, and the GRU's hidden and state size")
@@ -155,6 +186,11 @@ def main() -> None:
     sampler.add_argument("--batch-size", type=int, default=5, help="trials (slots) per task")
     sampler.add_argument("--episodes-per-trial", type=int, default=3)
     sampler.add_argument("--num-workers", type=int, nargs="+", default=[0, 2])
+    update = parts.add_parser("update", help="the update's pass over whole trials, attention math against fused")
+    update.add_argument("--trials", type=int, default=10, help="trials in the pass (a minibatch)")
+    update.add_argument("--tokens", type=int, default=1500)
+    update.add_argument("--input-size", type=int, default=rl2_input_size(39, 4), help="default: Meta-World's")
+    update.add_argument("--action-size", type=int, default=4)
     args = parser.parse_args()
     if args.width % args.heads or args.width % 2:
         parser.error(f"--width ({args.width}) must be even and a multiple of --heads ({args.heads})")
@@ -163,7 +199,7 @@ def main() -> None:
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
           f"torch {torch.__version__}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
     print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
-    (step_benchmark if args.part == "step" else sampler_benchmark)(args)
+    {"step": step_benchmark, "sampler": sampler_benchmark, "update": update_benchmark}[args.part](args)
 
 
 if __name__ == "__main__":

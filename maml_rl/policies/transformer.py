@@ -113,7 +113,7 @@ class TransformerPolicy(nn.Module):
     :param attention: how :meth:`forward_trials` (the update) attends over whole trials: ``"math"``, the
         explicit ``T x T`` scores, masked, softmaxed and multiplied; or ``"fused"``, torch's
         ``scaled_dot_product_attention``, the same numbers to rounding without the scores in memory (on one CPU
-        core about 8x faster at 1,500 tokens, forward and backward). Sampling (:meth:`step`) is the same either way.
+        core about 6x faster at 1,500 tokens, forward and backward). Sampling (:meth:`step`) is the same either way.
     """
 
     is_recurrent = True

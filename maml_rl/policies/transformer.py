@@ -243,12 +243,12 @@ class TransformerPolicy(nn.Module):
         T, N = inputs.shape[:2]
         x = self.embed(inputs.transpose(0, 1)) + positional_encoding(torch.arange(T, device=inputs.device),
                                                                       self.d_model)
-        allowed = causal_mask(T, self.window, inputs.device)
+        whole_causal = self.attention == "fused" and self.window is None  # the kernel's own causal mask
+        allowed = None if whole_causal else causal_mask(T, self.window, inputs.device)
         for block in self.blocks:
             q, k, v = (a.transpose(1, 2) for a in block.heads(block.norm1(x)))  # [N, heads, T, head_size]
             if self.attention == "fused":
-                attended = F.scaled_dot_product_attention(q, k, v, attn_mask=None if self.window is None else allowed,
-                                                          is_causal=self.window is None)
+                attended = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=whole_causal)
             else:
                 scores = q @ k.transpose(-1, -2) / math.sqrt(block.head_size)
                 scores = scores.masked_fill(~allowed, float("-inf"))

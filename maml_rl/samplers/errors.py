@@ -1,4 +1,6 @@
-"""Exceptions raised by the sampler."""
+"""Exceptions raised by the sampler and by its vector env."""
+
+from gymnasium.error import ClosedEnvironmentError, ResetNeeded
 
 
 class SamplerError(RuntimeError):
@@ -56,3 +58,12 @@ class StepTimeoutError(SamplerError):
 class ForkedSamplerError(SamplerError):
     """A sampler was used in a child process (after ``os.fork()``) of the process
     that built it: its workers and shared memory belong to that process."""
+
+
+class VectorEnvClosedError(SamplerClosedError, ClosedEnvironmentError):
+    """The vector env was used after ``close()`` or after a worker failure."""
+
+
+class VectorResetNeeded(PoolStateError, ResetNeeded):
+    """``step`` before the first ``reset`` (or, with ``AutoresetMode.DISABLED``, on an env whose
+    episode ended and that was not reset)."""

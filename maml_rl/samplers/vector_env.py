@@ -4,8 +4,9 @@ For RL code that owns its loop (``envs.step(actions)``): several envs per worker
 stepped one after another, one wake-up per worker per step; observations, actions, rewards
 and flags in shared memory. With ``num_workers=0`` (the default on the MuJoCo fast path) the
 envs step in this process instead, their physics on ``mujoco.batch``'s threads. Built as
-``AsyncVectorEnv`` is, with gymnasium 1.x's semantics (``SyncVectorEnv``'s, env for env: ``tests/samplers/test_vector_env.py`` holds it to them),
-and the meta-learning task control of the sampler (``reset_tasks``, ``sample_tasks``).
+``AsyncVectorEnv`` is, with gymnasium 1.x's semantics (``SyncVectorEnv``'s, env for env:
+``tests/samplers/test_vector_env.py`` holds it to them), and the meta-learning task control of the sampler
+(``reset_tasks``, ``sample_tasks``). Its two errors live with the sampler's, in :mod:`.errors`.
 ``docs/vector.md`` shows it in use and lists what differs from ``AsyncVectorEnv``.
 """
 
@@ -16,14 +17,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.error import (AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError,
-                             ResetNeeded)
+from gymnasium.error import AlreadyPendingCallError, CustomSpaceError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_shared_memory, read_from_shared_memory
 
 from maml_rl.envs.factory import make_env
 
-from .errors import PoolStateError, SamplerClosedError
+from .errors import VectorEnvClosedError, VectorResetNeeded
 from .exclusive import OneCallAtATime
 from .settings.execution import _start_method, checked_step_timeout
 from .workers.processes import usable_cpus
@@ -34,15 +34,6 @@ from .workers.vector_mistakes import action_rows, check_reset_mask, raise_from_e
 from .workers.vector_pool import VectorEnvPool
 
 __all__ = ["MultiTaskVectorEnv", "VectorEnvClosedError", "VectorResetNeeded", "make_vector_env"]
-
-
-class VectorEnvClosedError(SamplerClosedError, ClosedEnvironmentError):
-    """The vector env was used after ``close()`` or after a worker failure."""
-
-
-class VectorResetNeeded(PoolStateError, ResetNeeded):
-    """``step`` before the first ``reset`` (or, with ``AutoresetMode.DISABLED``, on an env whose
-    episode ended and that was not reset)."""
 
 
 class MultiTaskVectorEnv(VectorEnv):

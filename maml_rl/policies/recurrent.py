@@ -136,14 +136,32 @@ def _linear(x: torch.Tensor, layer, tasks: bool) -> torch.Tensor:
     return torch.baddbmm(layer.bias.expand(n, 1, -1), x, weight.t().expand(n, -1, -1))[:K]
 
 
-def _elementwise(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, tasks: bool) -> torch.Tensor:
-    """``fn`` on ``x``, or with ``tasks`` on each task's block ``x[k]`` alone: torch's vectorised
-    loops compute a tensor's trailing elements (and, with threads, each chunk's) another way, so
-    a transcendental function (sigmoid) of a task's rows would depend on the other tasks' sizes.
-    Arithmetic (+, -, *) is exact either way and is left batched."""
+def _elementwise(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, tasks: bool,
+                 width: Optional[int] = None) -> torch.Tensor:
+    """``fn`` on ``x``, or with ``tasks`` on ``[K, B, ...]`` so that each task's block ``x[k]`` gets the bits it
+    would get alone: on all blocks at once where :func:`exact_on_all_rows` says that is exact, else on each
+    block alone. Torch's vectorised loops compute a tensor's trailing elements (and, with threads, each
+    chunk's) another way, so a transcendental function (sigmoid) of a task's rows could depend on the other
+    tasks' sizes. Arithmetic (+, -, *) is exact either way and is left batched.
+
+    :param width: the width of the rows ``fn`` computes on, when not ``x``'s last dimension (a function of
+        positions ``[K, B]`` that computes ``[K, B, width]``).
+    """
     if not tasks:
         return fn(x)
+    rows = x.shape[-1] if width is None else width
+    if x.is_contiguous() and exact_on_all_rows(rows, x.numel() * (1 if width is None else width)):
+        return fn(x)
     return torch.stack([fn(block) for block in x.unbind(0)])
+
+
+def exact_on_all_rows(width: int, numel: int) -> bool:
+    """Whether an elementwise function of ``numel`` elements in contiguous rows of ``width`` gives each row the
+    same bits on all rows as on its task's rows alone: torch's vectorised loops compute a tensor's tail past the
+    last whole vector pair (at most 32 floats) another way, and with threads each chunk's; with rows of a
+    multiple of 32 floats on one thread (or under torch's grain of 32,768 elements, one chunk) no row lies in
+    a tail either way."""
+    return width % 32 == 0 and (torch.get_num_threads() == 1 or numel < 32768)
 
 
 class GRUPolicy(nn.Module):

@@ -286,7 +286,6 @@ class _TaskOps:
 
     def __init__(self, tasks: Optional[Tuple[int, int]]) -> None:
         self.tasks = tasks
-        self.one_thread = torch.get_num_threads() == 1
 
     def linear(self, x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
         if self.tasks is None:
@@ -300,18 +299,10 @@ class _TaskOps:
                  width: Optional[int] = None) -> torch.Tensor:
         """``fn`` elementwise on ``x`` ``[n, ...]``, or (``width``) a function of ``x`` ``[n]`` computed
         elementwise on ``[n, width]``."""
-        numel = x.numel() if width is None else x.numel() * width
-        if self.tasks is None or self.exact_on_all_rows(x.shape[-1] if width is None else width, numel):
+        if self.tasks is None:
             return fn(x)
-        out = _elementwise(fn, self.unflat(x), True)  # [K, B, ...]
+        out = _elementwise(fn, self.unflat(x), True, width)  # [K, B, ...]
         return out.reshape(x.shape[0], *out.shape[2:])
-
-    def exact_on_all_rows(self, width: int, numel: int) -> bool:
-        """Whether an elementwise function gives each row the same bits on all rows as on its task's alone:
-        torch's vectorised loops compute a tensor's tail past the last whole vector pair (at most 32 floats)
-        another way, and with threads each chunk's; with rows of a multiple of 32 floats on one thread (or
-        under torch's grain of 32,768 elements, one chunk) no row lies in a tail either way."""
-        return width % 32 == 0 and (self.one_thread or numel < 32768)
 
     def parts(self, n: int) -> List[slice]:
         """Each task's rows (all rows for a plain call)."""

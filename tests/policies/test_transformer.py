@@ -377,6 +377,7 @@ def test_functions_on_all_rows_give_each_task_block_its_own_bits(num_threads):
     task's block alone at any width; GELU, tanh, sin and cos do at the widths the step runs them on all rows
     (multiples of 32 floats, on one thread or under torch's grain), and the step keeps to those. A torch whose
     kernels break this fails here, not in a seeded run's bits."""
+    from maml_rl.policies.recurrent import exact_on_all_rows
     from maml_rl.policies.transformer import _TaskOps
 
     generator = torch.Generator().manual_seed(3)
@@ -392,7 +393,7 @@ def test_functions_on_all_rows_give_each_task_block_its_own_bits(num_threads):
                 ops = _TaskOps((K, B))
                 flat = x.reshape(K * B, width)
                 functions = [lambda a: torch.nn.functional.layer_norm(a, (width,), norm.weight, norm.bias)]
-                if ops.exact_on_all_rows(width, flat.numel()):
+                if exact_on_all_rows(width, flat.numel()):
                     functions += [torch.nn.functional.gelu, torch.tanh, torch.sin, torch.cos]
                 elif width % 32 == 0:
                     assert num_threads > 1 and flat.numel() >= 32768

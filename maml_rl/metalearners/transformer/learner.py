@@ -25,13 +25,14 @@ class TransformerPPO(TrialPPO):
     protocol_name: ClassVar[str] = "transformer-trials"
     label: ClassVar[str] = " (Transformer)"
     evaluation_in_trial: ClassVar[bool] = True
-    #: A few seconds of 2D navigation: the run the learner contract test trains, resumes and evaluates.
+    #: A few seconds of 2D navigation: the run the learner contract test trains, resumes and evaluates. With the
+    #: learned critic, so the contract holds its weights and optimiser too (RL²'s runs the linear baseline).
     contract_config: ClassVar[dict] = {
         "algorithm": "transformer-ppo", "env-name": "2DNavigation-v0",
         "env-kwargs": {"low": -0.5, "high": 0.5, "max_episode_steps": 5}, "gamma": 0.99,
         "hidden-sizes": [], "nonlinearity": "tanh", "fast-batch-size": 2, "meta-batch-size": 2,
         "num-batches": 2, "episodes-per-trial": 2, "d-model": 8, "num-layers": 1, "num-heads": 2,
-        "ppo-epochs": 2, "ppo-minibatches": 2, "gae-lambda": 0.95,
+        "ppo-epochs": 2, "ppo-minibatches": 2, "gae-lambda": 0.95, "critic": "gru", "critic-size": 8,
     }
     #: The stages of its evaluation with that config: the trial's episodes, then the evaluation episodes.
     contract_stages: ClassVar[int] = 2 + 1

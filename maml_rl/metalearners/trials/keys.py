@@ -65,6 +65,14 @@ _INPUT_KEYS: tuple[Hyperparameter, ...] = (
                    "The linear baseline's features: the observations, or the policy's whole input (observation, "
                    "previous action, scaled reward and done flag), as metaworld-algorithms.",
                    argument="baseline_inputs"),
+    Hyperparameter("critic", str, "linear", choice("linear", "gru"),
+                   "The advantages' value function: \"linear\", the linear baseline refitted on each task's trials; "
+                   "\"gru\", a GRU over the trial so far, trained across iterations on the GAE returns (it can "
+                   "value what the trial has found).", argument="critic"),
+    Hyperparameter("critic-size", int, 128, POSITIVE_INT, "With critic: \"gru\", its embedding's and GRU's width.",
+                   argument="critic_size"),
+    Hyperparameter("critic-lr", float, 1.0e-3, number(0.0, open_low=True),
+                   "With critic: \"gru\", its Adam learning rate (one step per minibatch).", argument="critic_lr"),
     Hyperparameter("target-kl", float, None, optional(number(0.0, open_low=True)),
                    "Stop the iteration's PPO updates once an update's approximate KL exceeds 1.5 times this "
                    "(metaworld-algorithms' target_kl); null: never stop early.", argument="target_kl"),

@@ -8,7 +8,9 @@ episodes for each task and takes PPO epochs on them:
 * a trial is one long episode: returns and GAE run across the episode
   boundaries inside it (RL²'s definition), and a ``LinearFeatureBaseline``
   is refitted on each task's trials (its time feature counts the steps of
-  the trial), as metaworld-algorithms does;
+  the trial), as metaworld-algorithms does, or (``critic: "gru"``) a
+  :class:`~.critic.TrialCritic` reads the trial so far and is regressed on
+  the GAE returns, one Adam step per minibatch;
 * the clipped surrogate, an entropy bonus, minibatches of whole trials,
   gradient-norm clipping, Adam;
 * a policy whose state is recorded (a GRU's) runs truncated BPTT: the state
@@ -42,6 +44,7 @@ from maml_rl.data.stats import trial_stats
 from maml_rl.data.trials import TrialBatch
 from maml_rl.metalearners.base import Evaluation, EvaluationProtocol, MetaLearner, StaleEpisodesError, StepLogs
 from maml_rl.metalearners.ppo import clipped_objective
+from maml_rl.metalearners.trials.critic import TrialCritic, critic_advantages, critic_step
 from maml_rl.metalearners.trials.evaluation import evaluate_trials
 from maml_rl.metalearners.trials.keys import DEFAULTS, trial_keys
 from maml_rl.policies.recurrent import is_recurrent
@@ -91,7 +94,8 @@ class TrialPPO(MetaLearner):
                  gae_lambda: float = DEFAULTS.gae_lambda, update_per_chunk: bool = DEFAULTS.update_per_chunk,
                  bptt_overlap: int = DEFAULTS.bptt_overlap, baseline_inputs: str = DEFAULTS.baseline_inputs,
                  target_kl: float | None = DEFAULTS.target_kl, trial_inputs: str = DEFAULTS.trial_inputs,
-                 attempt_input: bool = False, seed: int = 0, device: str | torch.device = "cpu") -> None:
+                 critic: str = DEFAULTS.critic, critic_size: int = DEFAULTS.critic_size,
+                 critic_lr: float = DEFAULTS.critic_lr, attempt_input: bool = False, seed: int = 0, device: str | torch.device = "cpu") -> None:
         name = type(self).__name__
         if not is_recurrent(policy) or not hasattr(policy, "forward_trials"):
             raise TypeError(
@@ -101,7 +105,8 @@ class TrialPPO(MetaLearner):
             )
         arguments = dict(episodes_per_trial=episodes_per_trial, epochs=epochs, minibatches=minibatches,
                          bptt_chunk=bptt_chunk, bptt_overlap=bptt_overlap, baseline_inputs=baseline_inputs,
-                         trial_inputs=trial_inputs, target_kl=target_kl)
+                         trial_inputs=trial_inputs, target_kl=target_kl, critic=critic, critic_size=critic_size,
+                         critic_lr=critic_lr)
         declared = {h.argument for h in self.hyperparameters}
         self.check_arguments(**{k: v for k, v in arguments.items() if k in declared})
         if bptt_overlap >= bptt_chunk:
@@ -131,6 +136,12 @@ class TrialPPO(MetaLearner):
             attempt=bool(attempt_input))
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=1e-5)
         self.num_updates = 0
+        #: The learned value function (critic: "gru"), or None for the linear baseline.
+        self.critic: TrialCritic | None = None
+        if critic == "gru":
+            # It reads what the policy reads: the policy's input size is the trial inputs' width.
+            self.critic = TrialCritic(int(policy.input_size), int(critic_size), seed=self.seed).to(self.device)
+            self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=float(critic_lr), eps=1e-5)
 
     @classmethod
     def from_config(cls, policy: torch.nn.Module, config: Mapping[str, Any],
@@ -211,6 +222,7 @@ class TrialPPO(MetaLearner):
         generator = torch.Generator().manual_seed(int(order_seed))
         sums = {"loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
         updates, stopped = 0, False
+        value_loss, critic_steps = 0.0, 0
         minibatches = min(self.minibatches, N)
         with self.progress.phase("PPO epochs", self.epochs * minibatches, "minibatch") as advance:
             for _ in range(self.epochs):
@@ -226,6 +238,9 @@ class TrialPPO(MetaLearner):
                         if self.target_kl is not None and logs["approx_kl"] > 1.5 * self.target_kl:
                             stopped = True
                             break
+                    if self.critic is not None:
+                        value_loss += critic_step(self.critic, self.critic_optimizer, minibatch, self.max_grad_norm)
+                        critic_steps += 1
                     advance(1)
                     if stopped:
                         break
@@ -234,6 +249,8 @@ class TrialPPO(MetaLearner):
         self.num_updates += 1
         out: StepLogs = {name: value / updates for name, value in sums.items()}
         out["ppo_updates"] = updates
+        if self.critic is not None:
+            out["value_loss"] = value_loss / max(critic_steps, 1)
         if self.target_kl is not None:
             out["kl_stopped"] = stopped
         out["time_update"] = time.perf_counter() - started
@@ -264,14 +281,18 @@ class TrialPPO(MetaLearner):
                 raise StaleEpisodesError("these trials recorded no policy states: sample them with "
                                          "rollout_trials(..., chunk=learner.bptt_chunk) (learner.sample does)")
         inputs = [batch.policy_inputs(self.reward_scale) for batch in trials]
-        # "policy-inputs": metaworld-algorithms' features, so the values can see the trial's progress.
-        features = inputs if self.baseline_inputs == "policy-inputs" else [None] * len(trials)
-        width = inputs[0].shape[-1] if features[0] is not None else int(np.prod(trials[0].observation_shape))
-        baseline = LinearFeatureBaseline(int(width)).to(trials[0].device)
-        for batch, x in zip(trials, features):
-            baseline.fit(batch, x)
-            batch.compute_advantages(lambda b, x=x: baseline(b, x), gae_lambda=self.gae_lambda,
-                                     normalize=self.normalize_advantages)
+        targets = None
+        if self.critic is not None:
+            targets = critic_advantages(self.critic, trials, inputs, self.gae_lambda, self.normalize_advantages)
+        if targets is None:
+            # "policy-inputs": metaworld-algorithms' features, so the values can see the trial's progress.
+            features = inputs if self.baseline_inputs == "policy-inputs" else [None] * len(trials)
+            width = inputs[0].shape[-1] if features[0] is not None else int(np.prod(trials[0].observation_shape))
+            baseline = LinearFeatureBaseline(int(width)).to(trials[0].device)
+            for batch, x in zip(trials, features):
+                baseline.fit(batch, x)
+                batch.compute_advantages(lambda b, x=x: baseline(b, x), gae_lambda=self.gae_lambda,
+                                         normalize=self.normalize_advantages)
         T = max(len(batch) for batch in trials)
 
         def side_by_side(values: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -285,6 +306,8 @@ class TrialPPO(MetaLearner):
             "log_probs": side_by_side([b.log_probs for b in trials]),
             "mask": side_by_side([b.mask for b in trials]),
         }
+        if targets is not None:
+            data["targets"] = side_by_side(targets)
         if self.chunked:
             data["state"] = torch.cat([b.chunk_states[0] for b in trials]).to(self.device).unsqueeze(0)
         return data
@@ -345,9 +368,22 @@ class TrialPPO(MetaLearner):
                  "clip_fraction": clipped.item(), "grad_norm": grad_norm.item()}, final_state)
 
     def state_dict(self) -> dict:
-        """The optimiser's state and the update count (the minibatch order derives from it)."""
-        return {"optimizer": self.optimizer.state_dict(), "num_updates": self.num_updates}
+        """The optimiser's state and the update count (the minibatch order derives from it); the critic's
+        weights and optimiser with critic: "gru"."""
+        state = {"optimizer": self.optimizer.state_dict(), "num_updates": self.num_updates}
+        if self.critic is not None:
+            state["critic"] = self.critic.state_dict()
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if (self.critic is not None) != ("critic" in state):
+            raise ValueError(
+                f"this checkpoint was {'saved with' if 'critic' in state else 'saved without'} a learned critic, "
+                f"and this run {'has' if self.critic is not None else 'has none'}: resume with the run's own "
+                "config.json (its critic key)")
         self.optimizer.load_state_dict(state["optimizer"])
         self.num_updates = int(state["num_updates"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])

@@ -117,3 +117,17 @@ def test_a_checkpoint_must_match_the_runs_critic(tmp_path):
         linear.load_state_dict(with_critic)
     with pytest.raises(ValueError, match="saved without a learned critic"):
         learner.load_state_dict(linear.state_dict())
+
+
+@pytest.mark.parametrize("algorithm", ["rl2-ppo", "transformer-ppo"])
+def test_the_memory_check_counts_the_critic(algorithm, tmp_path):
+    learner_class = METALEARNERS[algorithm]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(learner_class.contract_config))
+    full = load_config(tmp_path / "c.yaml")  # every key, defaults filled in
+    linear = learner_class.memory_needs(None, {**full, "critic": "linear"}, 2, 2, 5)
+    gru = learner_class.memory_needs(None, {**full, "critic": "gru", "critic-size": 16}, 2, 2, 5)
+    assert "the critic's activations" not in linear
+    # A minibatch's trials (tasks x trials a task, over the minibatches, rounded up) of episodes x 5 steps, each
+    # step 6 widths of 16 float32s: RL²'s 3 x 4 / 2 trials of 3 x 5 steps, the Transformer's 2 x 2 / 2 of 2 x 5.
+    trials, steps = {"rl2-ppo": (6, 15), "transformer-ppo": (2, 10)}[algorithm]
+    assert gru == {**linear, "the critic's activations": trials * steps * 6 * 16 * 4}

@@ -16,6 +16,7 @@ from gymnasium import spaces
 
 from maml_rl.config.hyperparameters import Hyperparameter
 from maml_rl.metalearners.rl2.keys import DEFAULTS, RL2_PPO_KEYS
+from maml_rl.metalearners.trials.critic import critic_memory
 from maml_rl.metalearners.trials.learner import TrialPPO
 from maml_rl.policies.recurrent import GRUPolicy, rl2_input_size
 
@@ -48,7 +49,9 @@ class RL2PPO(TrialPPO):
         # Each step of a trial keeps its inputs and, for the update, the GRU's state.
         steps = config["meta-batch-size"] * config["fast-batch-size"] * config["episodes-per-trial"] * horizon
         width = rl2_input_size(observation_size, action_size) + config["gru-size"] + action_size + 4
-        return {"trials of an iteration": steps * width * 4}
+        trial = config["episodes-per-trial"] * horizon
+        return {"trials of an iteration": steps * width * 4,
+                **critic_memory(config, config["meta-batch-size"] * config["fast-batch-size"], trial)}
 
     @staticmethod
     def make_policy(env: Any, config: Mapping[str, Any]) -> GRUPolicy:

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from maml_rl.config.hyperparameters import Hyperparameter
 from maml_rl.metalearners.transformer.keys import TRANSFORMER_PPO_KEYS
+from maml_rl.metalearners.trials.critic import critic_memory
 from maml_rl.metalearners.trials.learner import TrialPPO
 from maml_rl.policies.trial_inputs import InputFormat
 from maml_rl.policies.transformer import TransformerPolicy
@@ -55,6 +56,7 @@ class TransformerPPO(TrialPPO):
                                                   2 * config["num-heads"] * trial * trial)),
             "the sampler's key/value caches": trials * 4 * config["num-layers"] * config["d-model"] * 4 * trial
             if context else 0,
+            **critic_memory(config, trials, trial),
         }
 
     @staticmethod

@@ -11,7 +11,7 @@ return of -250 would take thousands of them to reach from 0).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -19,7 +19,7 @@ from torch import nn
 if TYPE_CHECKING:
     from maml_rl.data.trials import TrialBatch
 
-__all__ = ["TrialCritic", "critic_advantages", "critic_step"]
+__all__ = ["TrialCritic", "critic_advantages", "critic_memory", "critic_step"]
 
 
 class TrialCritic(nn.Module):
@@ -97,3 +97,12 @@ def critic_step(critic: TrialCritic, optimizer: torch.optim.Optimizer, minibatch
     torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
     optimizer.step()
     return loss.item()
+
+
+def critic_memory(config: Mapping[str, Any], trials: int, trial_steps: int) -> dict[str, int]:
+    """What ``critic: "gru"`` adds to a run's memory (for the learners' ``memory_needs``): its update keeps, for
+    each step of a minibatch's trials, the embedding, the GRU's gates and state (about 6 widths)."""
+    if config.get("critic", "linear") != "gru":
+        return {}
+    per_minibatch = -(-trials // config["ppo-minibatches"])
+    return {"the critic's activations": per_minibatch * trial_steps * 6 * config["critic-size"] * 4}

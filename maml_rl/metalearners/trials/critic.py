@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import torch
 from torch import nn
 
+from maml_rl.utils.torch_utils import weighted_normalize
+
 if TYPE_CHECKING:
     from maml_rl.data.trials import TrialBatch
 
@@ -65,7 +67,7 @@ class TrialCritic(nn.Module):
 
     def loss(self, inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Mean squared error on the valid steps, in the output's unit."""
-        error = (self.forward(inputs) - targets) / self.scale.clamp(min=1e-8)  # in the output's unit
+        error = (self.forward(inputs) - targets) / self.scale.clamp(min=1e-8)
         return (error.square() * mask).sum() / mask.sum().clamp(min=1)
 
 
@@ -83,8 +85,8 @@ def critic_advantages(critic: TrialCritic, trials: "Sequence[TrialBatch]", input
             values = critic(x.to(device)).to(batch.device) * batch.mask
         raw = batch.compute_advantages(lambda b, v=values: v, gae_lambda=gae_lambda, normalize=False)
         targets.append(raw + values)
-        if normalize:
-            batch.compute_advantages(lambda b, v=values: v, gae_lambda=gae_lambda, normalize=True)
+        if normalize:  # as compute_advantages normalises (every valid step weighs the same), without a second GAE
+            batch.advantages = weighted_normalize(raw, lengths=batch.lengths, mask=batch.mask, per_step=True)
     return targets
 
 

@@ -203,11 +203,16 @@ class BatchEpisodes:
         deltas = (self._rewards * mask + self.gamma * values[1:] - values[:-1]) * mask
         advantages = discounted_cumsum(deltas, self.gamma * gae_lambda) * mask
         if normalize:
-            advantages = weighted_normalize(
-                advantages, lengths=self._lengths, mask=mask, per_step=check_loss_averaging(averaging) == "step"
-            )
+            advantages = self.normalize_advantages(advantages, averaging)
         self._advantages = advantages
         return advantages
+
+    def normalize_advantages(self, advantages: torch.Tensor, averaging: str = LOSS_AVERAGING[0]) -> torch.Tensor:
+        """``[T, B]`` advantages centred and scaled over the valid steps, as :meth:`compute_advantages` does
+        with ``normalize=True`` (``averaging`` as there)."""
+        return weighted_normalize(
+            advantages, lengths=self._lengths, mask=self.mask, per_step=check_loss_averaging(averaging) == "step"
+        )
 
     def to(self, device: str | torch.device) -> "BatchEpisodes":
         """Move every tensor to ``device`` (in place) and return ``self``."""

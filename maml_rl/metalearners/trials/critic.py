@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import torch
 from torch import nn
 
-from maml_rl.utils.torch_utils import weighted_normalize
-
 if TYPE_CHECKING:
     from maml_rl.data.trials import TrialBatch
 
@@ -85,8 +83,8 @@ def critic_advantages(critic: TrialCritic, trials: "Sequence[TrialBatch]", input
             values = critic(x.to(device)).to(batch.device) * batch.mask
         raw = batch.compute_advantages(lambda b, v=values: v, gae_lambda=gae_lambda, normalize=False)
         targets.append(raw + values)
-        if normalize:  # as compute_advantages normalises (every valid step weighs the same), without a second GAE
-            batch.advantages = weighted_normalize(raw, lengths=batch.lengths, mask=batch.mask, per_step=True)
+        if normalize:  # the advantages just computed, without a second GAE
+            batch.advantages = batch.normalize_advantages(raw)
     return targets
 
 
